@@ -1,0 +1,69 @@
+package redistest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+)
+
+// Options configures the redis-server processes that [StartServer] and
+// [Start] launch. The zero value starts an empty, non-persistent server
+// found through $REDIS_SERVER or $PATH.
+type Options struct {
+	// AppendOnly starts the server with --appendonly yes --appendfsync
+	// always, so that data written before a Kill survives a Restart that
+	// keeps the data. Default: false (no persistence at all; a restart
+	// always comes back empty).
+	AppendOnly bool
+
+	// Args are extra redis-server arguments, appended after the ones this
+	// package sets, so they override them (for example "--hz", "100").
+	Args []string
+
+	// Binary is the path of redis-server. Default: $REDIS_SERVER if set,
+	// else "redis-server" looked up on $PATH. Do not resolve symlinks: some
+	// distributions install redis-server as a link to redis-check-rdb, and
+	// the binary picks its mode from the name it was started under.
+	Binary string
+}
+
+// binary returns the redis-server executable to run, or an error that says
+// how to provide one.
+func (o Options) binary() (string, error) {
+	name := o.Binary
+	if name == "" {
+		name = os.Getenv("REDIS_SERVER")
+	}
+	if name == "" {
+		name = "redis-server"
+	}
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("redistest: redis-server binary %q not found (set Options.Binary or $REDIS_SERVER): %w", name, err)
+	}
+	return path, nil
+}
+
+// args returns the redis-server command line for a server listening on
+// port, with its data in dataDir and its log in logFile.
+func (o Options) args(port int, dataDir, logFile string) []string {
+	appendOnly := "no"
+	if o.AppendOnly {
+		appendOnly = "yes"
+	}
+	args := []string{
+		"--port", strconv.Itoa(port),
+		"--bind", "127.0.0.1",
+		"--dir", dataDir,
+		"--save", "", // no RDB snapshots, not even at shutdown
+		"--appendonly", appendOnly,
+		"--protected-mode", "no",
+		"--daemonize", "no",
+		"--logfile", logFile,
+	}
+	if o.AppendOnly {
+		args = append(args, "--appendfsync", "always")
+	}
+	return append(args, o.Args...)
+}
