@@ -10,9 +10,13 @@
 // see [Docker] for the details):
 //
 //   - Kill: open connections read EOF at once; new connections time out
-//     (the master's address is gone from the network, not refused).
+//     (the master's address is gone from the network: not refused).
 //   - Pause: every request times out; the kernel still accepts connections.
 //   - Partition: every request and every new connection times out.
+//
+// Another backend may differ (a killed local process refuses connections at
+// once), so the harness should depend only on "fails" versus "times out",
+// not on the exact error.
 package cluster
 
 import "errors"
@@ -73,8 +77,9 @@ type Options struct {
 	// Image is the container image (Docker backend only). Default: the
 	// environment variable REDLOCK_CHAOS_IMAGE; else "redlock-redis:local"
 	// when present; else "redis:7-alpine", present or pulled; else
-	// "redlock-redis:local" built from this host's redis-server (see
-	// [EnsureImage]). The image must have redis-server on its PATH.
+	// [LocalImage] built from this host's redis-server, its shared
+	// libraries and the dynamic loader (no base image, no registry). The
+	// image must have redis-server on its PATH; the entrypoint is replaced.
 	Image string
 }
 
