@@ -1,0 +1,130 @@
+package redlock
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Sentinel errors. Test for them with [errors.Is]; the errors returned by this
+// package wrap them with the details (per-node errors, counts, the context's
+// error).
+var (
+	// ErrNotObtained is wrapped by every error of a failed acquire (Lock,
+	// TryLock): the key is held by someone else, too few masters answered, or
+	// the validity left after acquiring was under the minimum.
+	ErrNotObtained = errors.New("redlock: not obtained")
+
+	// ErrNotHeld is wrapped by the errors of Unlock and Extend when the lock is
+	// not (or no longer) held: its validity ended, its value is gone from a
+	// quorum of masters, it was already released, or the *Lock is nil. After
+	// ErrNotHeld from Unlock the critical section may have overlapped another
+	// holder's.
+	ErrNotHeld = errors.New("redlock: lock not held")
+
+	// ErrClosed is returned by calls on a Redlock after Close.
+	ErrClosed = errors.New("redlock: closed")
+)
+
+// NodeError is the failure of one master: a network error, a timeout, or a
+// reply the library could not use. Node names the master (its address, never
+// its credentials).
+type NodeError struct {
+	Node string
+	Err  error
+}
+
+func (e *NodeError) Error() string { return "redlock: node " + e.Node + ": " + e.Err.Error() }
+
+// Unwrap returns the underlying error, so errors.Is(err, context.DeadlineExceeded)
+// works for a node that timed out.
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// QuorumError is the outcome of a phase (acquire, fence, extend, release) that
+// did not reach a quorum of masters, or reached it too late.
+//
+// A QuorumError from an acquire matches [ErrNotObtained] with errors.Is; one
+// from Extend or Unlock matches [ErrNotHeld] when the key was gone from so many
+// masters that no quorum can hold it (not when masters merely failed to
+// answer). errors.As on it reaches the per-node errors too: Unwrap returns them.
+type QuorumError struct {
+	Op     string // "acquire", "fence", "extend" or "release"
+	Key    string
+	Nodes  int // masters asked
+	Quorum int // successes needed
+
+	// Succeeded counts the masters that did what was asked (set, extended,
+	// released the key); Refused those that answered that the key is not ours
+	// (held by another value, or gone); Failed those that gave an error or did
+	// not answer in time. Masters still in flight at the decision count in
+	// none of them.
+	Succeeded, Refused, Failed int
+
+	// Validity is what was left of the lock's TTL at the decision when the
+	// quorum was reached but the validity was under the minimum (Late is then
+	// true). It is zero otherwise.
+	Validity time.Duration
+	Late     bool
+
+	// Errs holds a *NodeError for each master that Failed.
+	Errs []error
+}
+
+func (e *QuorumError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "redlock: %s %q: ", e.Op, e.Key)
+	if e.Late {
+		fmt.Fprintf(&b, "quorum reached but only %v of validity left", e.Validity)
+	} else {
+		fmt.Fprintf(&b, "no quorum: %d succeeded, %d refused, %d failed of %d masters (need %d)",
+			e.Succeeded, e.Refused, e.Failed, e.Nodes, e.Quorum)
+	}
+	for i, err := range e.Errs {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString(strings.TrimPrefix(err.Error(), "redlock: "))
+	}
+	return b.String()
+}
+
+// Is reports whether target is the sentinel this phase's failure stands for.
+func (e *QuorumError) Is(target error) bool {
+	switch e.Op {
+	case opAcquire, opFence:
+		return target == ErrNotObtained
+	default: // extend, release: not held when the key is gone from a quorum
+		return target == ErrNotHeld && (e.Late || e.Refused > e.Nodes-e.Quorum)
+	}
+}
+
+// Unwrap returns the per-node errors.
+func (e *QuorumError) Unwrap() []error { return e.Errs }
+
+// ConfigError reports an invalid argument or option: which one, and why.
+type ConfigError struct {
+	Field  string // the option or argument, e.g. "WithTTL" or "key"
+	Reason string // what was wrong and what would be right
+}
+
+func (e *ConfigError) Error() string { return "redlock: invalid " + e.Field + ": " + e.Reason }
+
+func configErr(field, format string, args ...any) error {
+	return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// notHeld wraps ErrNotHeld with why.
+func notHeld(key, format string, args ...any) error {
+	return fmt.Errorf("%w: %q: %s", ErrNotHeld, key, fmt.Sprintf(format, args...))
+}
+
+// Phase names used in QuorumError.Op.
+const (
+	opAcquire = "acquire"
+	opFence   = "fence"
+	opExtend  = "extend"
+	opRelease = "release"
+)

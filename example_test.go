@@ -1,0 +1,57 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock/redlock"
+)
+
+func Example() {
+	// Independent Redis masters (the tests start five and list them here).
+	var nodes []redlock.Node
+	for _, addr := range strings.Split(os.Getenv("REDLOCK_MASTERS"), ",") {
+		nodes = append(nodes, redlock.NewNode(redis.NewClient(&redis.Options{Addr: addr})))
+	}
+	rl, err := redlock.New(nodes, redlock.WithTTL(10*time.Second))
+	if err != nil {
+		panic(err)
+	}
+	defer rl.Close()
+
+	ctx := context.Background()
+	lock, err := rl.Lock(ctx, "order:42")
+	if err != nil {
+		fmt.Println("not obtained:", err)
+		return
+	}
+	// Work here, and stop before lock.Until().
+	fmt.Println("holding", lock.Key(), "for at most", lock.TTL())
+
+	if err := lock.Unlock(ctx); err != nil {
+		fmt.Println("unlock:", err)
+	}
+	// Output: holding order:42 for at most 10s
+}
+
+func ExampleRedlock_TryLock() {
+	var nodes []redlock.Node
+	for _, addr := range strings.Split(os.Getenv("REDLOCK_MASTERS"), ",") {
+		nodes = append(nodes, redlock.NewNode(redis.NewClient(&redis.Options{Addr: addr})))
+	}
+	rl, _ := redlock.New(nodes)
+	defer rl.Close()
+	ctx := context.Background()
+
+	first, _ := rl.TryLock(ctx, "report:daily")
+	_, err := rl.TryLock(ctx, "report:daily")
+	fmt.Println(errors.Is(err, redlock.ErrNotObtained))
+	first.Unlock(ctx)
+	// Output: true
+}

@@ -1,0 +1,68 @@
+package redlock
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// faultNode wraps a real master's Node and injects the faults a real server
+// cannot be made to produce on demand. The zero faults pass every call through.
+type faultNode struct {
+	Node
+	// acquireDelay holds each acquire back (as a slow network would) before
+	// it is sent; the context still bounds the wait.
+	acquireDelay atomic.Int64
+	// lateReply sends each acquire detached from the context, so it lands,
+	// then withholds the reply until the context ends: a SET that landed
+	// although the client saw a timeout.
+	lateReply atomic.Bool
+	// releases counts the releases sent to the master.
+	releases atomic.Int64
+}
+
+func wrap(n Node) *faultNode { return &faultNode{Node: n} }
+
+func (f *faultNode) hold(ctx context.Context) error {
+	d := time.Duration(f.acquireDelay.Load())
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (f *faultNode) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	if err := f.hold(ctx); err != nil {
+		return false, err
+	}
+	if f.lateReply.Load() {
+		_, _ = f.Node.Acquire(context.WithoutCancel(ctx), key, value, ttl)
+		<-ctx.Done()
+		return false, ctx.Err()
+	}
+	return f.Node.Acquire(ctx, key, value, ttl)
+}
+
+func (f *faultNode) AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (uint64, error) {
+	if err := f.hold(ctx); err != nil {
+		return 0, err
+	}
+	if f.lateReply.Load() {
+		_, _ = f.Node.AcquireFenced(context.WithoutCancel(ctx), key, value, ttl)
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
+	return f.Node.AcquireFenced(ctx, key, value, ttl)
+}
+
+func (f *faultNode) Release(ctx context.Context, key, value string) (bool, error) {
+	f.releases.Add(1)
+	return f.Node.Release(ctx, key, value)
+}

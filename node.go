@@ -1,0 +1,172 @@
+package redlock
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"reflect"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Node is one independent Redis master, as the quorum algorithm sees it.
+// Implementations must be safe for concurrent use and must return promptly
+// once ctx is done: the per-node timeout is enforced through ctx.
+//
+// [NewNode] makes one from a go-redis client. Other implementations wrap a
+// Node to inject faults in tests, or speak through another client.
+//
+// A "refused" answer (false or 0 with a nil error) means the master answered
+// and the key is not ours; an error means the outcome is unknown (the command
+// may still have taken effect).
+type Node interface {
+	// Name identifies the master in errors and reports: its address and
+	// database, never its credentials. Two Nodes with the same Name are the
+	// same master.
+	Name() string
+
+	// Acquire sets key to value with the ttl if key does not exist
+	// (SET key value NX PX ttl) and reports whether it did.
+	Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error)
+
+	// AcquireFenced does what Acquire does and, when the key was set, raises
+	// the fence counter [FenceKey](key) to max(counter+1, the master's clock in
+	// µs) and returns it; it returns 0 when the key was taken.
+	AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (uint64, error)
+
+	// RaiseFence raises the fence counter of key to at least token while key
+	// still holds value, and reports whether key still held value.
+	RaiseFence(ctx context.Context, key, value string, token uint64) (bool, error)
+
+	// Extend resets key's TTL to ttl while key still holds value, and reports
+	// whether it did. A key that is gone is not created again.
+	Extend(ctx context.Context, key, value string, ttl time.Duration) (bool, error)
+
+	// Release deletes key while it still holds value, and reports whether it did.
+	Release(ctx context.Context, key, value string) (bool, error)
+}
+
+// FenceKey is the name of the fence counter kept on each master next to key.
+// It never expires: deleting it while the lock is in use can hand out a token
+// that does not increase (the clock floor limits the damage to restarts).
+func FenceKey(key string) string { return key + ":fence" }
+
+var (
+	//go:embed lua/release.lua
+	releaseLua string
+	//go:embed lua/extend.lua
+	extendLua string
+	//go:embed lua/acquire_fenced.lua
+	acquireFencedLua string
+	//go:embed lua/raise_fence.lua
+	raiseFenceLua string
+
+	// Scripts run with EVALSHA, falling back to EVAL when the master does not
+	// know them yet (after a restart, say).
+	releaseScript       = redis.NewScript(releaseLua)
+	extendScript        = redis.NewScript(extendLua)
+	acquireFencedScript = redis.NewScript(acquireFencedLua)
+	raiseFenceScript    = redis.NewScript(raiseFenceLua)
+)
+
+// scripter is the part of a go-redis client a Node uses.
+type scripter interface {
+	redis.Scripter
+	SetArgs(ctx context.Context, key string, value any, a redis.SetArgs) *redis.StatusCmd
+}
+
+var (
+	_ scripter = (*redis.Client)(nil)
+	_ scripter = (redis.UniversalClient)(nil)
+	_ Node     = (*redisNode)(nil)
+)
+
+// redisNode is a Node over a go-redis client.
+type redisNode struct {
+	c    scripter
+	name string
+}
+
+// NewNode returns a Node that talks to the master behind c (one master: a
+// *redis.Client, or a redis.UniversalClient made for one address). It returns
+// nil when c is nil, which [New] reports as an error. The client's own
+// timeouts still apply; the per-node timeout of the Redlock comes on top
+// through the context.
+func NewNode(c redis.UniversalClient) Node {
+	if c == nil || isNil(c) {
+		return nil
+	}
+	return &redisNode{c: c, name: clientName(c)}
+}
+
+// clientName names the master behind c without its credentials.
+func clientName(c any) string {
+	switch c := c.(type) {
+	case *redis.Client:
+		o := c.Options()
+		return o.Addr + "/" + strconv.Itoa(o.DB)
+	case fmt.Stringer:
+		return c.String()
+	}
+	return fmt.Sprintf("%T@%p", c, c)
+}
+
+func (n *redisNode) Name() string { return n.name }
+
+func (n *redisNode) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	err := n.c.SetArgs(ctx, key, value, redis.SetArgs{Mode: "NX", TTL: ttl}).Err()
+	if err == redis.Nil {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (n *redisNode) AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (uint64, error) {
+	v, err := acquireFencedScript.Run(ctx, n.c, []string{key, FenceKey(key)}, value, ttl.Milliseconds()).Int64()
+	if err != nil {
+		return 0, err
+	}
+	if v < 0 {
+		return 0, fmt.Errorf("fence counter is negative (%d): %s was changed by hand", v, FenceKey(key))
+	}
+	return uint64(v), nil
+}
+
+func (n *redisNode) RaiseFence(ctx context.Context, key, value string, token uint64) (bool, error) {
+	return flag(raiseFenceScript.Run(ctx, n.c, []string{key, FenceKey(key)}, value, token).Int64())
+}
+
+func (n *redisNode) Extend(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	return flag(extendScript.Run(ctx, n.c, []string{key}, value, ttl.Milliseconds()).Int64())
+}
+
+func (n *redisNode) Release(ctx context.Context, key, value string) (bool, error) {
+	return flag(releaseScript.Run(ctx, n.c, []string{key}, value).Int64())
+}
+
+// flag reads a 0/1 script reply.
+func flag(v int64, err error) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	switch v {
+	case 0:
+		return false, nil
+	case 1:
+		return true, nil
+	}
+	return false, fmt.Errorf("unexpected script reply %d, want 0 or 1", v)
+}
+
+// isNil reports whether v is an interface holding a nil pointer (or other nil
+// reference), which a plain == nil check misses.
+func isNil(v any) bool {
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
+}

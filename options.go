@@ -1,0 +1,178 @@
+package redlock
+
+import (
+	"math"
+	"time"
+)
+
+// Defaults of the options; each option's doc comment repeats its own.
+const (
+	DefaultTTL         = 10 * time.Second
+	DefaultDriftFactor = 0.01
+	DefaultNodeTimeout = 100 * time.Millisecond
+	DefaultMinBackoff  = 5 * time.Millisecond
+	DefaultMaxBackoff  = 250 * time.Millisecond
+
+	// driftFloor is the constant part of the clock drift allowance.
+	driftFloor = 2 * time.Millisecond
+)
+
+// Option configures a Redlock (as a default for every call, in [New]) or one
+// call (Lock, TryLock, Do). A call's options apply after the Redlock's.
+// Options never change a value the caller passed in; an invalid value makes
+// New or the call fail with a [*ConfigError].
+type Option func(*config)
+
+// config is the resolved configuration of one call. It is a value: copied,
+// never shared.
+type config struct {
+	ttl            time.Duration
+	nodeTimeoutOpt time.Duration // as given; 0: derived from ttl
+	driftFactor    float64
+	minValidityOpt time.Duration // as given; -1: derived from ttl
+	maxAttempts    int           // 0: until ctx ends
+	minBackoff     time.Duration
+	maxBackoff     time.Duration
+	fencing        bool
+	autoExtend     bool
+	err            error // the first invalid option
+
+	// Set by resolved from the fields above and the TTL.
+	nodeTimeout time.Duration
+	minValidity time.Duration
+}
+
+func defaultConfig() config {
+	return config{
+		ttl:            DefaultTTL,
+		driftFactor:    DefaultDriftFactor,
+		minValidityOpt: -1,
+		minBackoff:     DefaultMinBackoff,
+		maxBackoff:     DefaultMaxBackoff,
+	}
+}
+
+func (c *config) fail(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+// WithTTL sets how long the key lives on each master, and so the longest the
+// lock is valid without Extend. The lock's validity is the TTL less the time
+// the acquire took and the drift allowance. Default: 10 s ([DefaultTTL]).
+// Redis keeps millisecond precision; the TTL must be at least 1 ms and leave
+// validity after drift and the minimum validity.
+func WithTTL(ttl time.Duration) Option {
+	return func(c *config) {
+		if ttl < time.Millisecond {
+			c.fail(configErr("WithTTL", "TTL must be at least 1ms, got %v", ttl))
+			return
+		}
+		c.ttl = ttl
+	}
+}
+
+// WithNodeTimeout bounds every request to one master (acquire, release,
+// extend), so a dead or paused master cannot eat the lock's validity. Keep it
+// small next to the TTL. Default: 100 ms ([DefaultNodeTimeout]), or a tenth of
+// the TTL when that is smaller. Must be positive.
+func WithNodeTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.fail(configErr("WithNodeTimeout", "node timeout must be positive, got %v", d))
+			return
+		}
+		c.nodeTimeoutOpt = d
+	}
+}
+
+// WithDriftFactor sets the clock drift allowance as a fraction of the TTL;
+// the allowance is TTL × factor + 2 ms and is taken off the validity.
+// Default: 0.01 ([DefaultDriftFactor]). Must be in [0, 1).
+func WithDriftFactor(f float64) Option {
+	return func(c *config) {
+		if math.IsNaN(f) || f < 0 || f >= 1 {
+			c.fail(configErr("WithDriftFactor", "drift factor must be in [0, 1), got %v", f))
+			return
+		}
+		c.driftFactor = f
+	}
+}
+
+// WithMinValidity sets the least validity an acquire must leave to count as
+// a success; an acquire that took so long that less is left fails (and is
+// rolled back). Default: a tenth of the TTL. Must not be negative.
+func WithMinValidity(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 {
+			c.fail(configErr("WithMinValidity", "minimum validity must not be negative, got %v", d))
+			return
+		}
+		c.minValidityOpt = d
+	}
+}
+
+// WithRetry limits how many acquire attempts Lock makes before it gives up
+// (TryLock always makes one). Default: no limit; Lock retries until its
+// context ends. Must be at least 1.
+func WithRetry(maxAttempts int) Option {
+	return func(c *config) {
+		if maxAttempts < 1 {
+			c.fail(configErr("WithRetry", "attempts must be at least 1, got %d", maxAttempts))
+			return
+		}
+		c.maxAttempts = maxAttempts
+	}
+}
+
+// WithBackoff sets the pause between Lock's attempts: it starts at min,
+// doubles after each failed attempt up to max, and each pause is drawn at
+// random from [d/2, d] so that contending clients spread out. Default: 5 ms
+// to 250 ms ([DefaultMinBackoff], [DefaultMaxBackoff]). min must be positive
+// and max at least min.
+func WithBackoff(min, max time.Duration) Option {
+	return func(c *config) {
+		if min <= 0 || max < min {
+			c.fail(configErr("WithBackoff", "need 0 < min <= max, got min %v, max %v", min, max))
+			return
+		}
+		c.minBackoff, c.maxBackoff = min, max
+	}
+}
+
+// WithFencing makes each acquire also produce a fencing token ([Lock.Fence])
+// that strictly increases from one holder of the key to the next, at the cost
+// of one more round trip per acquire. Default: off.
+//
+// The token counter lives on each master under the key name followed by
+// ":fence" ([FenceKey]) and never expires.
+func WithFencing() Option {
+	return func(c *config) { c.fencing = true }
+}
+
+// resolved fills in the defaults that depend on the TTL and checks that the
+// combination leaves the lock some validity.
+func (c config) resolved() (config, error) {
+	if c.err != nil {
+		return c, c.err
+	}
+	c.nodeTimeout = c.nodeTimeoutOpt
+	if c.nodeTimeout == 0 {
+		c.nodeTimeout = max(min(DefaultNodeTimeout, c.ttl/10), time.Millisecond)
+	}
+	c.minValidity = c.minValidityOpt
+	if c.minValidity < 0 {
+		c.minValidity = c.ttl / 10
+	}
+	if left := c.ttl - c.drift() - c.minValidity; left <= 0 {
+		return c, configErr("WithTTL", "TTL %v leaves no validity after the drift allowance %v and the minimum validity %v; use a longer TTL",
+			c.ttl, c.drift(), c.minValidity)
+	}
+	return c, nil
+}
+
+// drift is the clock drift allowance for the TTL.
+func (c *config) drift() time.Duration {
+	return time.Duration(float64(c.ttl)*c.driftFactor) + driftFloor
+}

@@ -1,0 +1,201 @@
+// Package redlock takes one lock across N independent Redis masters with the
+// Redlock quorum algorithm, and says plainly what that lock does and does not
+// guarantee.
+//
+// An acquire sends SET key value NX PX ttl to every master at once, each
+// request bounded by a per-node timeout, and decides as soon as the outcome is
+// known: success once a quorum (N/2+1) set the key, failure once too many
+// refused or failed. The lock is valid for the TTL less the time the acquire
+// took and a clock drift allowance, measured on Go's monotonic clock
+// ([Lock.Until]). A failed attempt is rolled back on every master, including
+// those that timed out, before Lock retries.
+//
+// # What a lock does not guarantee
+//
+// Redlock is safe only while three assumptions hold:
+//
+//   - Bounded clock drift: the masters' clocks run at nearly the same rate as
+//     the client's (the drift allowance, [WithDriftFactor], covers 1% by
+//     default). A master whose clock jumps forward expires keys early.
+//   - Bounded pauses: a holder that stops (GC, swapping, a stopped VM) past
+//     [Lock.Until] may still believe it holds the lock while another client
+//     holds it. Check Until, watch [Lock.Done] (auto-extend), and make the
+//     resource reject stale holders with fencing tokens ([WithFencing]).
+//   - No fast restart without data: a master that loses its keys (restart
+//     without AOF fsync=always) must stay down longer than the largest TTL
+//     before it rejoins (the delayed-restart rule), or two clients can both
+//     win a quorum.
+//
+// Fencing tokens add two assumptions of their own: the masters' clocks differ
+// by less than the time a master stays down before it restarts empty, and
+// nobody deletes the fence counters ([FenceKey]).
+package redlock
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Redlock takes locks across a fixed set of independent Redis masters. It is
+// safe for concurrent use; make one per set of masters and share it.
+//
+// Some requests outlive the calls that start them (a release to a slow master
+// after Unlock returned, the rollback of a failed attempt). [Redlock.Close]
+// waits for them.
+type Redlock struct {
+	nodes  []Node
+	quorum int
+	cfg    config // defaults from New's options, not yet resolved against a call's
+	clock  clock
+
+	bg     sync.WaitGroup // requests still running in the background
+	closed atomic.Bool
+}
+
+// New returns a Redlock over the given masters, with opts as the defaults of
+// every call. Each Node must be a different, independent master (not replicas
+// of one another). An odd number of masters is best: with an even N the
+// quorum N/2+1 tolerates no more failures than N−1 masters would.
+func New(nodes []Node, opts ...Option) (*Redlock, error) {
+	if len(nodes) == 0 {
+		return nil, configErr("nodes", "need at least one master, got none")
+	}
+	seen := make(map[string]int, len(nodes))
+	for i, n := range nodes {
+		if n == nil || isNil(n) {
+			return nil, configErr("nodes", "node %d is nil", i)
+		}
+		name := n.Name()
+		if j, dup := seen[name]; dup {
+			return nil, configErr("nodes", "nodes %d and %d are the same master %s; each must be an independent master", j, i, name)
+		}
+		seen[name] = i
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			return nil, configErr("options", "option is nil")
+		}
+		o(&cfg)
+	}
+	if _, err := cfg.resolved(); err != nil {
+		return nil, err
+	}
+	return &Redlock{
+		nodes:  append([]Node(nil), nodes...),
+		quorum: len(nodes)/2 + 1,
+		cfg:    cfg,
+		clock:  systemClock{},
+	}, nil
+}
+
+// Quorum is the number of masters that must agree: N/2+1.
+func (r *Redlock) Quorum() int { return r.quorum }
+
+// Nodes returns the masters, in the order given to New.
+func (r *Redlock) Nodes() []Node { return append([]Node(nil), r.nodes...) }
+
+// Lock acquires the lock on key, retrying with jittered backoff while the key
+// is taken or too few masters answer, until it succeeds, the attempts run out
+// ([WithRetry]) or ctx ends. Options given here apply to this call on top of
+// the Redlock's.
+//
+// The error wraps [ErrNotObtained] and, when ctx ended the wait, ctx's error;
+// errors.As with a [*QuorumError] gives the last attempt's counts and per-node
+// errors.
+func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
+	cfg, err := r.callConfig(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	backoff := cfg.minBackoff
+	for n := 1; ; n++ {
+		l, err := r.acquire(ctx, key, &cfg)
+		if err == nil {
+			return l, nil
+		}
+		if ctx.Err() != nil || (cfg.maxAttempts > 0 && n >= cfg.maxAttempts) {
+			return nil, joinCtx(err, ctx.Err())
+		}
+		if sleep(ctx, backoff/2+rand.N(backoff/2+1)) != nil {
+			return nil, joinCtx(err, ctx.Err())
+		}
+		backoff = min(2*backoff, cfg.maxBackoff)
+	}
+}
+
+// TryLock makes one attempt to acquire the lock on key. The error wraps
+// [ErrNotObtained] when the key is held elsewhere or too few masters answered.
+func (r *Redlock) TryLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
+	cfg, err := r.callConfig(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	return r.acquire(ctx, key, &cfg)
+}
+
+// Close waits for the requests still running in the background (releases to
+// slow masters, rollbacks) and makes later acquires fail with [ErrClosed].
+// Locks already held can still be released.
+func (r *Redlock) Close() error {
+	r.closed.Store(true)
+	r.bg.Wait()
+	return nil
+}
+
+// callConfig is the Redlock's defaults with a call's options on top.
+func (r *Redlock) callConfig(key string, opts []Option) (config, error) {
+	if r == nil {
+		return config{}, configErr("Redlock", "method called on a nil *Redlock; make one with New")
+	}
+	if r.closed.Load() {
+		return config{}, ErrClosed
+	}
+	if key == "" {
+		return config{}, configErr("key", "key must not be empty")
+	}
+	cfg := r.cfg
+	for _, o := range opts {
+		if o == nil {
+			return config{}, configErr("options", "option is nil")
+		}
+		o(&cfg)
+	}
+	return cfg.resolved()
+}
+
+// newValue returns a fresh lock value: 128 random bits, base64url-encoded.
+func newValue() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:]) // never fails (the runtime aborts if it would)
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// joinCtx adds ctx's error to err unless err already carries it.
+func joinCtx(err, ctxErr error) error {
+	if ctxErr == nil || errors.Is(err, ctxErr) {
+		return err
+	}
+	return errors.Join(err, ctxErr)
+}
+
+var errZeroToken = fmt.Errorf("a quorum set the key but no master returned a fence token")

@@ -1,0 +1,294 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redlock/redlock/internal/redistest"
+)
+
+const foreign = "someone-else"
+
+// TestQuorumEverySubset walks every assignment of up / down / taken to the
+// masters for N = 1, 3, 5 and checks the quorum rule: the lock is obtained
+// exactly when at least N/2+1 masters are up and free, and a failed attempt
+// leaves our value on no master.
+func TestQuorumEverySubset(t *testing.T) {
+	for _, n := range []int{1, 3, 5} {
+		t.Run(fmt.Sprintf("nodes=%d", n), func(t *testing.T) {
+			up := clients(t, masters.Addrs()[:n])
+			// Masters whose process was stopped: the address refuses connections.
+			dead := redistest.StartT(t, n, redistest.Options{})
+			deadAddrs := dead.Addrs()
+			if err := dead.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			down := clients(t, deadAddrs)
+
+			states := 1
+			for range n {
+				states *= 3
+			}
+			for s := range states {
+				const isUp, isDown, isTaken = 0, 1, 2
+				key := testKey(t)
+				nodes := make([]Node, n)
+				free, code := 0, s
+				desc := ""
+				for i := range n {
+					st := code % 3
+					code /= 3
+					switch st {
+					case isUp:
+						nodes[i] = NewNode(up[i])
+						free++
+						desc += "u"
+					case isDown:
+						nodes[i] = NewNode(down[i])
+						desc += "d"
+					case isTaken:
+						nodes[i] = NewNode(up[i])
+						if err := up[i].Set(context.Background(), key, foreign, time.Minute).Err(); err != nil {
+							t.Fatal(err)
+						}
+						desc += "t"
+					}
+				}
+				r, err := New(nodes, WithTTL(5*time.Second), WithNodeTimeout(200*time.Millisecond))
+				if err != nil {
+					t.Fatal(err)
+				}
+				l, err := r.TryLock(context.Background(), key)
+				want := free >= n/2+1
+				if got := err == nil; got != want {
+					t.Fatalf("%s: obtained=%v (err %v), want %v", desc, got, err, want)
+				}
+				if want {
+					if left := time.Until(l.Until()); left <= 4*time.Second || left > 5*time.Second {
+						t.Fatalf("%s: validity %v, want just under 5s", desc, left)
+					}
+					if vs := holders(t, up, key); count(vs, l.Value()) != free {
+						t.Fatalf("%s: masters hold %q, want our value on the %d free ones", desc, vs, free)
+					}
+					if err := l.Unlock(context.Background()); err != nil {
+						t.Fatalf("%s: Unlock: %v", desc, err)
+					}
+				} else {
+					var qe *QuorumError
+					if !errors.Is(err, ErrNotObtained) || !errors.As(err, &qe) {
+						t.Fatalf("%s: error %v is not a QuorumError wrapping ErrNotObtained", desc, err)
+					}
+					if qe.Succeeded >= qe.Quorum || qe.Quorum != n/2+1 || qe.Nodes != n {
+						t.Fatalf("%s: inconsistent counts %+v", desc, qe)
+					}
+				}
+				r.Close()
+				for i, v := range holders(t, up, key) {
+					if v != "" && v != foreign {
+						t.Fatalf("%s: master %d still holds our value %q after the attempt ended", desc, i, v)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestEarlyDecision: a slow master does not slow the acquire down, and a
+// slow majority fails it within the node timeout.
+func TestEarlyDecision(t *testing.T) {
+	cs := clients(t, masters.Addrs())
+	nodes := nodesOf(cs)
+	slow := make([]*faultNode, len(nodes))
+	for i := range nodes {
+		slow[i] = wrap(nodes[i])
+		nodes[i] = slow[i]
+	}
+	r := newRedlock(t, nodes, WithNodeTimeout(300*time.Millisecond))
+
+	slow[4].acquireDelay.Store(int64(2 * time.Second))
+	start := time.Now()
+	l, err := r.TryLock(context.Background(), testKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 250*time.Millisecond {
+		t.Errorf("acquire with one master 2s slow took %v; it should not wait for the slow master", took)
+	}
+	if err := l.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	for i := range 3 {
+		slow[i].acquireDelay.Store(int64(2 * time.Second))
+	}
+	start = time.Now()
+	_, err = r.TryLock(context.Background(), testKey(t))
+	took := time.Since(start)
+	if !errors.Is(err, ErrNotObtained) {
+		t.Fatalf("with a majority slow: err %v, want ErrNotObtained", err)
+	}
+	if took > time.Second {
+		t.Errorf("with a majority 2s slow the acquire took %v; want about the 300ms node timeout", took)
+	}
+	var qe *QuorumError
+	if !errors.As(err, &qe) || qe.Failed != 3 || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error %v: want 3 failed masters that timed out", err)
+	}
+}
+
+// fakeClock advances by step on every reading after the first.
+type fakeClock struct {
+	mu   sync.Mutex
+	now  time.Time
+	step time.Duration
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.now
+	c.now = c.now.Add(c.step)
+	return t
+}
+
+// TestValidityShrinks: validity is the TTL less the acquire's elapsed time
+// and the drift allowance; under the minimum the acquire fails and is rolled
+// back.
+func TestValidityShrinks(t *testing.T) {
+	cs := clients(t, masters.Addrs()[:3])
+	const ttl = 10 * time.Second
+	drift := time.Duration(float64(ttl)*DefaultDriftFactor) + 2*time.Millisecond
+
+	for _, tc := range []struct {
+		elapsed time.Duration
+		ok      bool
+	}{{0, true}, {3 * time.Second, true}, {8 * time.Second, true}, {9 * time.Second, false}} {
+		r := newRedlock(t, nodesOf(cs), WithTTL(ttl))
+		start := time.Now()
+		fc := &fakeClock{now: start, step: tc.elapsed}
+		r.clock = fc
+		key := testKey(t)
+		l, err := r.TryLock(context.Background(), key)
+		if tc.ok != (err == nil) {
+			t.Fatalf("elapsed %v: err %v, want ok=%v", tc.elapsed, err, tc.ok)
+		}
+		if tc.ok {
+			decided := start.Add(tc.elapsed)
+			if got, want := l.Until().Sub(decided), ttl-tc.elapsed-drift; got != want {
+				t.Errorf("elapsed %v: validity %v, want ttl-elapsed-drift = %v", tc.elapsed, got, want)
+			}
+			continue
+		}
+		var qe *QuorumError
+		if !errors.As(err, &qe) || !qe.Late || qe.Validity != ttl-tc.elapsed-drift {
+			t.Fatalf("elapsed %v: error %v, want a late QuorumError with validity %v", tc.elapsed, err, ttl-tc.elapsed-drift)
+		}
+		settle(r)
+		if vs := holders(t, cs, key); count(vs, "") != len(cs) {
+			t.Errorf("late acquire not rolled back: masters hold %q", vs)
+		}
+	}
+}
+
+// TestRollbackCleansEveryMaster: after a failed attempt no master holds our
+// value, including one whose SET landed although the client timed out.
+func TestRollbackCleansEveryMaster(t *testing.T) {
+	cs := clients(t, masters.Addrs()[:3])
+	nodes := nodesOf(cs)
+	late := wrap(nodes[0])
+	late.lateReply.Store(true)
+	nodes[0] = late
+	r := newRedlock(t, nodes, WithNodeTimeout(100*time.Millisecond))
+
+	key := testKey(t)
+	if err := cs[1].Set(context.Background(), key, foreign, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := r.TryLock(context.Background(), key)
+	var qe *QuorumError
+	if !errors.As(err, &qe) || qe.Refused != 1 || qe.Failed != 1 || qe.Succeeded != 1 {
+		t.Fatalf("err %v: want 1 succeeded, 1 refused, 1 timed out", err)
+	}
+	settle(r)
+	if vs := holders(t, cs, key); vs[0] != "" || vs[1] != foreign || vs[2] != "" {
+		t.Fatalf("after rollback masters hold %q; want [\"\" %q \"\"]", vs, foreign)
+	}
+}
+
+// TestStragglerCannotOutliveUnlock: Lock then Unlock at once while one master
+// is slow; the release to it must follow the acquire still in flight, so soon
+// after Unlock no master holds the key.
+func TestStragglerCannotOutliveUnlock(t *testing.T) {
+	cs := clients(t, masters.Addrs())
+	nodes := nodesOf(cs)
+	slow := wrap(nodes[2])
+	slow.acquireDelay.Store(int64(20 * time.Millisecond))
+	nodes[2] = slow
+	r := newRedlock(t, nodes, WithNodeTimeout(200*time.Millisecond))
+
+	for i := range 30 {
+		key := testKey(t)
+		l, err := r.TryLock(context.Background(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		settle(r)
+		if vs := holders(t, cs, key); count(vs, "") != len(vs) {
+			t.Fatalf("round %d: after Unlock masters still hold %q", i, vs)
+		}
+	}
+}
+
+// TestNoOverlapUnderContention: 16 goroutines × 200 acquisitions of one key
+// on five masters; never two holders at once.
+func TestNoOverlapUnderContention(t *testing.T) {
+	goroutines, rounds := 16, 200
+	if testing.Short() {
+		rounds = 20
+	}
+	r := newRedlock(t, nodesOf(clients(t, masters.Addrs())),
+		WithTTL(5*time.Second), WithBackoff(time.Millisecond, 20*time.Millisecond))
+	key := testKey(t)
+	var inside, maxInside, total atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := context.Background()
+			for range rounds {
+				l, err := r.Lock(ctx, key)
+				if err != nil {
+					errs <- err
+					return
+				}
+				n := inside.Add(1)
+				for m := maxInside.Load(); n > m && !maxInside.CompareAndSwap(m, n); m = maxInside.Load() {
+				}
+				total.Add(1)
+				inside.Add(-1)
+				if err := l.Unlock(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if maxInside.Load() != 1 || total.Load() != int64(goroutines*rounds) {
+		t.Fatalf("max holders at once %d (want 1), critical sections %d (want %d)", maxInside.Load(), total.Load(), goroutines*rounds)
+	}
+}
