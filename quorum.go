@@ -120,8 +120,8 @@ func (f *fanout) run(i int) {
 // master concurrently, under one deadline. Each master's goroutine, once its
 // request returned, waits for the decision and, if the attempt failed, rolls
 // its own master back: so a rollback always follows the acquire to the same
-// master, and a master whose request timed out (the SET may have landed) is
-// cleaned too.
+// master, and every master is cleaned, including one whose request timed out
+// (the SET may have landed).
 type attempt struct {
 	r     *Redlock
 	key   string
@@ -186,7 +186,10 @@ func (a *attempt) run(i int) {
 		a.cancel()
 	}
 	<-a.decided
-	if a.failed && (rep.ok || rep.err != nil) {
+	// Roll back on every master, also those that refused: a client that
+	// retries a command (go-redis does, MaxRetries) can have its first SET land
+	// and its retry refused by our own value.
+	if a.failed {
 		ctx, cancel := context.WithTimeout(context.Background(), a.cfg.nodeTimeout)
 		_, _ = n.Release(ctx, a.key, a.value) // best effort: the key expires anyway
 		cancel()
