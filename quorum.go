@@ -129,7 +129,7 @@ type attempt struct {
 	cfg   *config
 	start time.Time
 
-	ctx      context.Context // the acquire's deadline: start + node timeout
+	ctx      context.Context // the acquire's deadline: start + node timeout; not the caller's cancellation
 	cancel   context.CancelFunc
 	deadline time.Time
 	replies  chan reply
@@ -160,7 +160,10 @@ func (r *Redlock) startAttempt(ctx context.Context, key string, cfg *config) *at
 	// Never wait past the moment success became impossible.
 	wait := min(cfg.nodeTimeout, cfg.ttl-cfg.drift()-cfg.minValidity)
 	a.deadline = a.start.Add(wait)
-	a.ctx, a.cancel = context.WithTimeout(ctx, wait)
+	// The requests must not be cut short by the caller's cancellation: the
+	// common ctx, cancel := ...; Lock(ctx); cancel() would otherwise leave the
+	// lock on a bare quorum. collect watches ctx for the caller.
+	a.ctx, a.cancel = context.WithTimeout(context.WithoutCancel(ctx), wait)
 	a.running.Store(int32(len(r.nodes)))
 	r.bg.Add(len(r.nodes))
 	for i := range r.nodes {

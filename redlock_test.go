@@ -293,3 +293,29 @@ func TestNoOverlapUnderContention(t *testing.T) {
 		t.Fatalf("max holders at once %d (want 1), critical sections %d (want %d)", maxInside.Load(), total.Load(), goroutines*rounds)
 	}
 }
+
+// TestCancelAfterLockKeepsStragglers: cancelling the caller's context right
+// after Lock returned must not cut short the SETs still in flight, or the lock
+// would sit on a bare quorum and one master failure would lose it.
+func TestCancelAfterLockKeepsStragglers(t *testing.T) {
+	cs := clients(t, masters.Addrs())
+	nodes := nodesOf(cs)
+	slow := wrap(nodes[4])
+	slow.acquireDelay.Store(int64(30 * time.Millisecond))
+	nodes[4] = slow
+	r := newRedlock(t, nodes, WithNodeTimeout(300*time.Millisecond))
+	key := testKey(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	l, err := r.TryLock(ctx, key)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(r)
+	if vs := holders(t, cs, key); count(vs, l.Value()) != 5 {
+		t.Fatalf("after cancel, masters hold %q; want our value on all 5", vs)
+	}
+	if err := l.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
