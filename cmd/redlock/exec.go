@@ -56,7 +56,18 @@ func cmdExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
-	lock, status := obtain(ctx, rl, &a, sigs, stderr)
+	// The acquire's contexts stay alive until exec ends: the acquire returns
+	// at a quorum, and cancelling its context then would cut short the SETs
+	// still on their way to the other masters, leaving the lock on a bare
+	// quorum.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if a.wait > 0 {
+		var cancelWait context.CancelFunc
+		ctx, cancelWait = context.WithTimeout(ctx, a.wait)
+		defer cancelWait()
+	}
+	lock, status := obtain(ctx, cancel, rl, &a, sigs, stderr)
 	if lock == nil {
 		return status
 	}
@@ -98,10 +109,9 @@ func flagError(err error) error {
 }
 
 // obtain takes the lock: one attempt with --wait 0, else retries until --wait
-// runs out. A signal ends the wait. Without a lock it returns the exit status.
-func obtain(ctx context.Context, rl *redlock.Redlock, a *execArgs, sigs <-chan os.Signal, stderr io.Writer) (*redlock.Lock, int) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+// (ctx's deadline) runs out. A signal ends the wait, through cancel. Without a
+// lock it returns the exit status.
+func obtain(ctx context.Context, cancel context.CancelFunc, rl *redlock.Redlock, a *execArgs, sigs <-chan os.Signal, stderr io.Writer) (*redlock.Lock, int) {
 	var caught os.Signal
 	stopped := make(chan struct{})
 	watching := make(chan struct{})
@@ -119,9 +129,7 @@ func obtain(ctx context.Context, rl *redlock.Redlock, a *execArgs, sigs <-chan o
 	if a.wait == 0 {
 		lock, err = rl.TryLock(ctx, a.name, keepOptions()...)
 	} else {
-		wctx, wcancel := context.WithTimeout(ctx, a.wait)
-		lock, err = rl.Lock(wctx, a.name, keepOptions()...)
-		wcancel()
+		lock, err = rl.Lock(ctx, a.name, keepOptions()...)
 	}
 	close(stopped)
 	<-watching
