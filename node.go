@@ -91,9 +91,14 @@ type redisNode struct {
 
 // NewNode returns a Node that talks to the master behind c (one master: a
 // *redis.Client, or a redis.UniversalClient made for one address). It returns
-// nil when c is nil, which [New] reports as an error. The client's own
-// timeouts still apply; the per-node timeout of the Redlock comes on top
-// through the context.
+// nil when c is nil, which [New] reports as an error.
+//
+// Make the client with ContextTimeoutEnabled: true, so the per-node timeout
+// (passed as a context deadline) reaches the socket. Without it the Redlock
+// still decides at the node timeout, but a request to a paused master keeps
+// its goroutine, and delays a later release to that master, until the
+// client's ReadTimeout (3 s by default). MaxRetries: -1 and DialerRetries: 1
+// make a dead master fail at once; [ParseMasterURL] sets all three.
 func NewNode(c redis.UniversalClient) Node {
 	if c == nil || isNil(c) {
 		return nil

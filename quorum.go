@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,11 +22,15 @@ type tally struct {
 	succeeded, refused, failed int
 	token                      uint64 // highest token among the successes
 	errs                       []error
+	seen                       uint64 // bit i: master i answered (masters past 64 are not tracked)
 }
 
 func newTally(n, quorum int) tally { return tally{n: n, quorum: quorum} }
 
 func (t *tally) add(r reply, node Node) {
+	if r.node < 64 {
+		t.seen |= 1 << r.node
+	}
 	switch {
 	case r.err != nil:
 		t.failed++
@@ -37,6 +42,11 @@ func (t *tally) add(r reply, node Node) {
 		t.refused++
 	}
 }
+
+// answered reports whether master i's reply was counted. Past 64 masters it
+// always says yes, so a silent master there is left out of the counts rather
+// than counted twice.
+func (t *tally) answered(i int) bool { return i >= 64 || t.seen&(1<<i) != 0 }
 
 // won reports whether a quorum succeeded.
 func (t *tally) won() bool { return t.succeeded >= t.quorum }
@@ -55,10 +65,13 @@ func (t *tally) error(op, key string) *QuorumError {
 	}
 }
 
-// collect reads replies until the quorum outcome is known, all n arrived, or
-// ctx ends (then it returns ctx's error). Replies that arrive later are left in
-// the channel, which is buffered for all of them.
-func (r *Redlock) collect(ctx context.Context, replies <-chan reply) (tally, error) {
+// collect reads replies until the quorum outcome is known, ctx ends (then it
+// returns ctx's error), or the phase's deadline passes. At the deadline the
+// masters that have not answered count as failed: the node timeout holds even
+// for a Node whose client does not honour context deadlines (a go-redis client
+// without ContextTimeoutEnabled waits for its ReadTimeout). Replies that
+// arrive later stay in the channel, which is buffered for all of them.
+func (r *Redlock) collect(ctx context.Context, replies <-chan reply, deadline <-chan struct{}) (tally, error) {
 	t := newTally(len(r.nodes), r.quorum)
 	for !t.decided() {
 		select {
@@ -66,10 +79,31 @@ func (r *Redlock) collect(ctx context.Context, replies <-chan reply) (tally, err
 			t.add(rep, r.nodes[rep.node])
 		case <-ctx.Done():
 			return t, ctx.Err()
+		case <-deadline:
+			// deadline also closes once every master answered: take what is
+			// buffered before counting anyone as silent.
+			for drained := false; !drained; {
+				select {
+				case rep := <-replies:
+					t.add(rep, r.nodes[rep.node])
+				default:
+					drained = true
+				}
+			}
+			for i, n := range r.nodes {
+				if !t.decided() && !t.answered(i) {
+					t.add(reply{node: i, err: errNoReply}, n)
+				}
+			}
+			return t, nil
 		}
 	}
 	return t, nil
 }
+
+// errNoReply is the failure of a master that had not answered when its
+// phase's deadline passed.
+var errNoReply = fmt.Errorf("no reply within the node timeout: %w", context.DeadlineExceeded)
 
 // nodeOp is one request to one master within a phase.
 type nodeOp func(ctx context.Context, n Node) (bool, error)
@@ -101,7 +135,7 @@ func (r *Redlock) fanout(ctx context.Context, deadline time.Time, after *attempt
 	for i := range r.nodes {
 		go f.run(i)
 	}
-	return r.collect(ctx, f.replies)
+	return r.collect(ctx, f.replies, f.ctx.Done())
 }
 
 func (f *fanout) run(i int) {
@@ -211,7 +245,7 @@ func (a *attempt) decide(failed bool) {
 // wraps ErrNotObtained.
 func (r *Redlock) acquire(ctx context.Context, key string, cfg *config) (*Lock, error) {
 	a := r.startAttempt(ctx, key, cfg)
-	t, ctxErr := r.collect(ctx, a.replies)
+	t, ctxErr := r.collect(ctx, a.replies, a.ctx.Done())
 	if ctxErr != nil || !t.won() {
 		a.decide(true)
 		return nil, joinCtx(t.error(opAcquire, key), ctxErr)

@@ -319,3 +319,39 @@ func TestCancelAfterLockKeepsStragglers(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestNodeTimeoutHoldsWithoutContextDeadlines: a go-redis client made without
+// ContextTimeoutEnabled ignores context deadlines on the socket and waits for
+// its ReadTimeout (3 s). The node timeout must hold anyway: with a majority of
+// masters paused, TryLock fails within about the node timeout.
+func TestNodeTimeoutHoldsWithoutContextDeadlines(t *testing.T) {
+	c := redistest.StartT(t, 5, redistest.Options{})
+	cs := clients(t, c.Addrs())
+	for _, cl := range cs {
+		cl.Options().ContextTimeoutEnabled = false // the go-redis default
+		if err := cl.Ping(context.Background()).Err(); err != nil { // connect before the pause
+			t.Fatal(err)
+		}
+	}
+	r := newRedlock(t, nodesOf(cs), WithNodeTimeout(100*time.Millisecond))
+	for i := range 3 {
+		if err := c.Servers[i].Pause(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	_, err := r.TryLock(context.Background(), testKey(t))
+	took := time.Since(start)
+	for i := range 3 {
+		if err := c.Servers[i].Resume(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var qe *QuorumError
+	if !errors.As(err, &qe) || qe.Failed != 3 || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v: want 3 masters failed with a deadline", err)
+	}
+	if took > time.Second {
+		t.Fatalf("TryLock with a paused majority took %v; the 100ms node timeout must bound it", took)
+	}
+}
