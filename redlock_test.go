@@ -328,7 +328,7 @@ func TestNodeTimeoutHoldsWithoutContextDeadlines(t *testing.T) {
 	c := redistest.StartT(t, 5, redistest.Options{})
 	cs := clients(t, c.Addrs())
 	for _, cl := range cs {
-		cl.Options().ContextTimeoutEnabled = false // the go-redis default
+		cl.Options().ContextTimeoutEnabled = false                  // the go-redis default
 		if err := cl.Ping(context.Background()).Err(); err != nil { // connect before the pause
 			t.Fatal(err)
 		}
