@@ -25,6 +25,11 @@ var (
 
 	// ErrClosed is returned by calls on a Redlock after Close.
 	ErrClosed = errors.New("redlock: closed")
+
+	// ErrStaleToken is wrapped by the error a [Fence] returns for a write
+	// whose fencing token is lower than one it has already accepted: the
+	// writer's lock had expired and another client has held it since.
+	ErrStaleToken = errors.New("redlock: stale fencing token")
 )
 
 // NodeError is the failure of one master: a network error, a timeout, or a
@@ -103,6 +108,21 @@ func (e *QuorumError) Is(target error) bool {
 
 // Unwrap returns the per-node errors.
 func (e *QuorumError) Unwrap() []error { return e.Errs }
+
+// StaleTokenError is a write rejected by a [Fence]: its Token is lower than
+// the Highest token the fence has accepted. It matches [ErrStaleToken] with
+// errors.Is.
+type StaleTokenError struct {
+	Token   uint64 // the rejected write's token
+	Highest uint64 // the highest token accepted before it
+}
+
+func (e *StaleTokenError) Error() string {
+	return fmt.Sprintf("redlock: stale fencing token %d: a holder with token %d has written since; this holder's lock had expired", e.Token, e.Highest)
+}
+
+// Unwrap returns [ErrStaleToken].
+func (e *StaleTokenError) Unwrap() error { return ErrStaleToken }
 
 // ConfigError reports an invalid argument or option: which one, and why.
 type ConfigError struct {

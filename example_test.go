@@ -55,3 +55,40 @@ func ExampleRedlock_TryLock() {
 	first.Unlock(ctx)
 	// Output: true
 }
+
+func ExampleFence() {
+	var nodes []redlock.Node
+	for _, addr := range strings.Split(os.Getenv("REDLOCK_MASTERS"), ",") {
+		nodes = append(nodes, redlock.NewNode(redis.NewClient(&redis.Options{Addr: addr})))
+	}
+	rl, err := redlock.New(nodes, redlock.WithFencing())
+	if err != nil {
+		panic(err)
+	}
+	defer rl.Close()
+	ctx := context.Background()
+
+	// The resource keeps one Fence per lock key (the zero value is ready).
+	var fence redlock.Fence
+
+	first, err := rl.Lock(ctx, "invoice:7")
+	if err != nil {
+		panic(err)
+	}
+	stale := first.Fence()
+	first.Unlock(ctx) // as if its validity ran out while the process was paused
+
+	second, err := rl.Lock(ctx, "invoice:7")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("newer holder writes:", fence.Check(second.Fence()))
+	second.Unlock(ctx)
+
+	// The first holder wakes up and tries to write: one line rejects it.
+	err = fence.Check(stale)
+	fmt.Println("stale holder rejected:", errors.Is(err, redlock.ErrStaleToken))
+	// Output:
+	// newer holder writes: <nil>
+	// stale holder rejected: true
+}

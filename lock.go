@@ -30,7 +30,7 @@ func (l *Lock) Value() string { return l.value }
 
 // Fence returns the fencing token: a number that strictly increases from one
 // holder of the key to the next, for a resource to reject writes from a stale
-// holder. It is 0 when the lock was taken without [WithFencing].
+// holder (see [Fence]). It is 0 when the lock was taken without [WithFencing].
 func (l *Lock) Fence() uint64 { return l.token }
 
 // Until returns the moment the lock stops being valid, on this process's

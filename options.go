@@ -143,10 +143,14 @@ func WithBackoff(min, max time.Duration) Option {
 
 // WithFencing makes each acquire also produce a fencing token ([Lock.Fence])
 // that strictly increases from one holder of the key to the next, at the cost
-// of one more round trip per acquire. Default: off.
+// of one more round trip per acquire: the token is confirmed on a quorum of
+// masters that still hold the key, within the validity, or the acquire fails.
+// A resource rejects stale holders' writes with a [Fence]. Default: off.
 //
 // The token counter lives on each master under the key name followed by
-// ":fence" ([FenceKey]) and never expires.
+// ":fence" ([FenceKey]) and never expires. Tokens stay increasing while the
+// masters' clocks differ by less than the time a master stays down before it
+// restarts empty, and while nobody deletes the counters.
 func WithFencing() Option {
 	return func(c *config) { c.fencing = true }
 }

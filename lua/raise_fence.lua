@@ -1,10 +1,20 @@
 -- acquire with fencing, round 2: while KEYS[1] still holds this holder's value
 -- ARGV[1], raise the fence counter KEYS[2] to at least the candidate token
--- ARGV[2]. Returns 1 when confirmed, 0 when the key is no longer ours.
+-- ARGV[2]. Returns 1 when confirmed, 0 when the key is no longer ours: then
+-- the counter is left alone, because the key may already be gone and a later
+-- holder's round 1 may already have read the counter.
+--
+-- ARGV[2] is written as sent (a decimal integer below 2^53, from round 1), so
+-- no number is converted back to a string here.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
-local c = tonumber(redis.call('GET', KEYS[2]) or '0')
+local raw = redis.call('GET', KEYS[2])
+local c = tonumber(raw or '0')
+if not c then
+  return redis.error_reply('fence counter ' .. KEYS[2] .. ' holds ' .. tostring(raw) ..
+    ', not an integer: it was changed by hand')
+end
 if c < tonumber(ARGV[2]) then
   redis.call('SET', KEYS[2], ARGV[2])
 end
