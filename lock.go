@@ -15,8 +15,7 @@ type Lock struct {
 	key   string
 	value string
 	token uint64
-	cfg   config   // the acquiring call's resolved options
-	acq   *attempt // the acquire, for ordering later requests after its stragglers
+	cfg   config // the acquiring call's resolved options
 
 	// extendMu serialises Extend calls, so that two extends of this lock
 	// (one of them maybe a renewal) never run at once and the one that
@@ -25,6 +24,7 @@ type Lock struct {
 
 	// mu guards the fields below it up to the scheduler's.
 	mu       sync.Mutex
+	acq      *attempt // the acquire while its requests may be in flight (see acquireLocked)
 	until    time.Time
 	ttl      time.Duration // the TTL of the last acquire or Extend; renewals use it
 	released bool
@@ -76,8 +76,8 @@ func (l *Lock) TTL() time.Duration {
 //
 // Unlock first stops auto-extend and cancels [Lock.Context] (cause
 // [ErrUnlocked], unless the lock was already lost); a renewal already in
-// flight is awaited (it is bounded by the node timeout) before the release
-// is sent, so no renewal ever follows the release.
+// flight, or an Extend, is awaited (both are bounded by the node timeout)
+// before the release is sent, so no extend ever follows the release.
 //
 // Unlock returns an error wrapping [ErrNotHeld] when the lock's validity had
 // ended before Unlock was called — the critical section may have overlapped
@@ -102,6 +102,8 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if b := l.r.sched.remove(l, false); b != nil {
 		<-b.done // never release before a renewal in flight returned
 	}
+	l.extendMu.Lock() // nor before an Extend in flight returned
+	l.extendMu.Unlock()
 
 	t, ctxErr := l.fanout(ctx, l.r.clock.Now(), func(ctx context.Context, n Node) (bool, error) {
 		return n.Release(ctx, l.key, l.value)
@@ -216,9 +218,23 @@ func (l *Lock) cfgLocked() config {
 // flight to that master, all bounded by the node timeout counted from when
 // that acquire's own deadline has passed.
 func (l *Lock) fanout(ctx context.Context, now time.Time, op nodeOp) (tally, error) {
+	l.mu.Lock()
+	acq := l.acquireLocked()
+	l.mu.Unlock()
 	from := now
-	if l.acq.deadline.After(from) {
-		from = l.acq.deadline
+	if acq != nil && acq.deadline.After(from) {
+		from = acq.deadline
 	}
-	return l.r.fanout(ctx, from.Add(l.cfg.nodeTimeout), l.acq, op)
+	return l.r.fanout(ctx, from.Add(l.cfg.nodeTimeout), acq, op)
+}
+
+// acquireLocked returns the acquire attempt while any of its requests may
+// still be in flight, for later requests to wait for, and nil once none is;
+// it then drops it, so that a lock held for long does not keep it in memory
+// (l.mu held).
+func (l *Lock) acquireLocked() *attempt {
+	if l.acq != nil && l.acq.running.Load() == 0 {
+		l.acq = nil
+	}
+	return l.acq
 }

@@ -242,6 +242,14 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
+// earlier returns the earlier of a and b.
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
 // joinCtx adds ctx's error to err unless err already carries it.
 func joinCtx(err, ctxErr error) error {
 	if ctxErr == nil || errors.Is(err, ctxErr) {

@@ -219,13 +219,16 @@ func (s *scheduler) renew(b *batch) {
 	reqs := make([]ExtendRequest, 0, len(b.locks))
 	sent := make([]*Lock, 0, len(b.locks))
 	cfgs := make([]config, 0, len(b.locks))
-	var timeout time.Duration
+	// The batch ends at the node timeout, or when the first of its locks'
+	// validity does: a quorum after that is no use to it, and its loss must
+	// be known by then.
+	var deadline time.Time
 	var postponed []*Lock
 	for _, l := range b.locks {
 		l.mu.Lock()
 		switch {
 		case l.released || l.end != nil:
-		case l.acq.running.Load() > 0:
+		case l.acquireLocked() != nil:
 			// An acquire request is still in flight: renew after it, so
 			// each master sees the SET before the extend.
 			postponed = append(postponed, l)
@@ -236,8 +239,8 @@ func (s *scheduler) renew(b *batch) {
 			reqs = append(reqs, ExtendRequest{Key: l.key, Value: l.value, TTL: cfg.ttl})
 			sent = append(sent, l)
 			cfgs = append(cfgs, cfg)
-			if timeout == 0 || cfg.nodeTimeout < timeout {
-				timeout = cfg.nodeTimeout
+			if end := earlier(b.start.Add(cfg.nodeTimeout), l.until); deadline.IsZero() || end.Before(deadline) {
+				deadline = end
 			}
 		}
 		l.mu.Unlock()
@@ -246,7 +249,7 @@ func (s *scheduler) renew(b *batch) {
 	oks := make([][]bool, len(r.nodes))
 	errs := make([][]error, len(r.nodes))
 	if len(reqs) > 0 {
-		ctx, cancel := context.WithDeadline(context.Background(), b.start.Add(timeout))
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		var wg sync.WaitGroup
 		for i, n := range r.nodes {
 			wg.Go(func() { oks[i], errs[i] = extendOn(ctx, n, reqs) })
@@ -278,7 +281,7 @@ func (s *scheduler) renew(b *batch) {
 		}
 	}
 	for _, l := range postponed {
-		s.placeLocked(l, later(l.acq.deadline, now.Add(l.cfg.minBackoff)))
+		s.placeLocked(l, now.Add(l.cfg.minBackoff))
 	}
 }
 

@@ -24,6 +24,7 @@ func TestDoStaysExclusive(t *testing.T) {
 	ctx := context.Background()
 
 	var stolen atomic.Int64
+	var fnDone atomic.Bool // fn returned: Do is about to unlock
 	inside := make(chan struct{})
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -38,20 +39,23 @@ func TestDoStaysExclusive(t *testing.T) {
 			case <-tick.C:
 			}
 			if l, err := other.TryLock(ctx, key, WithTTL(time.Second)); err == nil {
-				stolen.Add(1)
+				if !fnDone.Load() { // taken while fn still ran
+					stolen.Add(1)
+				}
 				l.Unlock(ctx)
 			}
 		}
 	})
 	err := r.Do(ctx, key, func(ctx context.Context) error {
 		close(inside)
+		defer fnDone.Store(true)
 		select {
 		case <-time.After(2 * time.Second):
 			return nil
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		}
-	}, WithTTL(300*time.Millisecond))
+	}, WithTTL(300*time.Millisecond), WithNodeTimeout(100*time.Millisecond))
 	close(stop)
 	wg.Wait()
 	if err != nil {
@@ -227,6 +231,9 @@ func TestDoneWithoutAutoExtend(t *testing.T) {
 	select {
 	case <-done:
 		t.Fatal("Done closed at once")
+	default:
+	}
+	select {
 	case <-time.After(ttl + time.Second):
 		t.Fatal("Done not closed a second after the TTL")
 	case <-done:
@@ -474,7 +481,7 @@ func TestAutoExtendScales(t *testing.T) {
 		n = 200
 	}
 	cs := clients(t, masters.Addrs()[:3])
-	r := newRedlock(t, nodesOf(cs), WithTTL(time.Second))
+	r := newRedlock(t, nodesOf(cs), WithTTL(time.Second), WithNodeTimeout(300*time.Millisecond))
 
 	few := holdMany(t, r, 10)
 	gFew := idleGoroutines()
@@ -487,22 +494,28 @@ func TestAutoExtendScales(t *testing.T) {
 
 	time.Sleep(1500 * time.Millisecond) // past the TTL: only renewals keep the keys
 	all := append(few, many...)
-	for i, c := range cs {
+	fresh := make([]int, len(all)) // masters where the key was renewed lately
+	for _, c := range cs {
 		pipe := c.Pipeline()
 		cmds := make([]*redis.DurationCmd, len(all))
 		for j, l := range all {
 			cmds[j] = pipe.PTTL(context.Background(), l.Key())
 		}
 		pipe.Exec(context.Background())
-		stale := 0
-		for _, cmd := range cmds {
-			if cmd.Val() < 300*time.Millisecond { // renewed within the last 700 ms
-				stale++
+		for j, cmd := range cmds {
+			if cmd.Val() >= 300*time.Millisecond { // renewed within the last 700 ms
+				fresh[j]++
 			}
 		}
-		if stale > 0 {
-			t.Errorf("master %d: %d of %d keys not renewed", i, stale, len(all))
+	}
+	stale := 0
+	for _, n := range fresh {
+		if n < r.Quorum() { // a renewal needs a quorum, not every master
+			stale++
 		}
+	}
+	if stale > 0 {
+		t.Errorf("%d of %d keys not renewed on a quorum of masters", stale, len(all))
 	}
 	for _, l := range all {
 		select {
@@ -521,7 +534,16 @@ func TestAutoExtendScales(t *testing.T) {
 func BenchmarkAutoExtendHeld(b *testing.B) {
 	const n = 10_000
 	cs := clients(b, masters.Addrs()[:3])
-	r := newRedlock(b, nodesOf(cs), WithTTL(3*time.Second))
+	// A generous node timeout: on a loaded test machine 10,000 locks'
+	// requests queue behind each other.
+	r := newRedlock(b, nodesOf(cs), WithTTL(3*time.Second), WithNodeTimeout(time.Second))
+	// Grow the clients' connection pools first: their buffers are not a
+	// per-lock cost.
+	warm := holdMany(b, r, n)
+	forceRound(r)
+	unlockAll(b, warm)
+	settle(r)
+	warm = nil
 	var ms runtime.MemStats
 	for b.Loop() {
 		runtime.GC()
@@ -533,14 +555,14 @@ func BenchmarkAutoExtendHeld(b *testing.B) {
 		for _, l := range locks {
 			l.Done()
 		}
-		runtime.GC()
-		runtime.ReadMemStats(&ms)
-		b.ReportMetric(float64(int64(ms.HeapAlloc)-int64(before))/n, "B/lock")
-
 		time.Sleep(3 * time.Second) // a few renewal rounds
 		b.ReportMetric(float64(idleGoroutines()), "goroutines")
 		b.ReportMetric(float64(idleGoroutines()-g0), "goroutines-added")
 		b.ReportMetric(float64(forceRound(r).Milliseconds()), "ms/round")
+		// Right after the round nothing is in flight: the heap is the locks.
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		b.ReportMetric(float64(int64(ms.HeapAlloc)-int64(before))/n, "B/lock")
 		for _, l := range locks {
 			select {
 			case <-l.Done():
