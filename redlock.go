@@ -10,6 +10,10 @@
 // ([Lock.Until]). A failed attempt is rolled back on every master, including
 // those that timed out, before Lock retries.
 //
+// For work that may outlast the TTL, [Redlock.Do] (or [WithAutoExtend])
+// renews the lock in the background, and [Lock.Done] and [Lock.Context] say
+// when it was lost ([ErrLockLost]): stop then, another client may hold it.
+//
 // # What a lock does not guarantee
 //
 // Redlock is safe only while three assumptions hold:
