@@ -153,7 +153,7 @@ func WithFencing() Option {
 
 // WithAutoExtend makes the Redlock renew the lock in the background while it
 // is held: at about a third of its TTL, and again after a short pause when a
-// renewal fails, until Unlock. Each renewal needs a quorum within the lock's
+// renewal fails (TTL/30, kept within the [WithBackoff] bounds), until Unlock. Each renewal needs a quorum within the lock's
 // current validity, like [Lock.Extend]; when renewals keep failing until the
 // validity is nearly spent, or the masters no longer hold the lock's value,
 // the lock is lost: [Lock.Done] closes and [Lock.Context] is cancelled with a
