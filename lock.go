@@ -228,12 +228,12 @@ func (l *Lock) fanout(ctx context.Context, now time.Time, op nodeOp) (tally, err
 	return l.r.fanout(ctx, from.Add(l.cfg.nodeTimeout), acq, op)
 }
 
-// acquireLocked returns the acquire attempt while any of its requests may
-// still be in flight, for later requests to wait for, and nil once none is;
-// it then drops it, so that a lock held for long does not keep it in memory
-// (l.mu held).
+// acquireLocked returns the acquire attempt while later requests must
+// still heed it — any of its requests may be in flight, or its deadline (from
+// which fanout counts) is ahead — and nil after; it then drops it, so that a
+// lock held for long does not keep it in memory (l.mu held).
 func (l *Lock) acquireLocked() *attempt {
-	if l.acq != nil && l.acq.running.Load() == 0 {
+	if a := l.acq; a != nil && a.running.Load() == 0 && !l.r.clock.Now().Before(a.deadline) {
 		l.acq = nil
 	}
 	return l.acq

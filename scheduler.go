@@ -228,7 +228,7 @@ func (s *scheduler) renew(b *batch) {
 		l.mu.Lock()
 		switch {
 		case l.released || l.end != nil:
-		case l.acquireLocked() != nil:
+		case l.acquireLocked() != nil && l.acq.running.Load() > 0:
 			// An acquire request is still in flight: renew after it, so
 			// each master sees the SET before the extend.
 			postponed = append(postponed, l)
