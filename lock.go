@@ -17,9 +17,10 @@ type Lock struct {
 	token uint64
 	cfg   config // the acquiring call's resolved options
 
-	// extendMu serialises Extend calls, so that two extends of this lock
-	// (one of them maybe a renewal) never run at once and the one that
-	// finishes last cannot set an Until the masters no longer agree with.
+	// extendMu is held by Extend for its whole run (Unlock waits for it), so
+	// two extends of this lock never overlap and the one that finishes last
+	// cannot set an Until the masters no longer agree with. Renewals are kept
+	// out through held instead: the scheduler never waits for a Lock.
 	extendMu sync.Mutex
 
 	// mu guards the fields below it up to the scheduler's.
