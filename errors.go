@@ -30,6 +30,19 @@ var (
 	// whose fencing token is lower than one it has already accepted: the
 	// writer's lock had expired and another client has held it since.
 	ErrStaleToken = errors.New("redlock: stale fencing token")
+
+	// ErrLockLost is the cause ([context.Cause]) of a [Lock.Context]
+	// cancelled because the lock was lost: its validity ran out without a
+	// renewal (a lock without [WithAutoExtend] past [Lock.Until]), auto-extend
+	// could not renew it with a quorum in time, the masters no longer hold its
+	// value, or the Redlock was closed while auto-extend was renewing it. The
+	// cause wraps it with the details; test with errors.Is. Unlock and Extend
+	// of a lost lock return errors that wrap it too.
+	ErrLockLost = errors.New("redlock: lock lost")
+
+	// ErrUnlocked is the cause ([context.Cause]) of a [Lock.Context]
+	// cancelled because Unlock was called. It is never returned by a call.
+	ErrUnlocked = errors.New("redlock: unlocked")
 )
 
 // NodeError is the failure of one master: a network error, a timeout, or a
@@ -139,6 +152,11 @@ func configErr(field, format string, args ...any) error {
 // notHeld wraps ErrNotHeld with why.
 func notHeld(key, format string, args ...any) error {
 	return fmt.Errorf("%w: %q: %s", ErrNotHeld, key, fmt.Sprintf(format, args...))
+}
+
+// lost wraps ErrLockLost with the key and why.
+func lost(key string, why error) error {
+	return fmt.Errorf("%w: %q: %w", ErrLockLost, key, why)
 }
 
 // Phase names used in QuorumError.Op.

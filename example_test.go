@@ -92,3 +92,24 @@ func ExampleFence() {
 	// newer holder writes: <nil>
 	// stale holder rejected: true
 }
+
+func ExampleRedlock_Do() {
+	var nodes []redlock.Node
+	for _, addr := range strings.Split(os.Getenv("REDLOCK_MASTERS"), ",") {
+		nodes = append(nodes, redlock.NewNode(redis.NewClient(&redis.Options{Addr: addr})))
+	}
+	rl, _ := redlock.New(nodes)
+	defer rl.Close()
+
+	err := rl.Do(context.Background(), "job:nightly", func(ctx context.Context) error {
+		// Long work: the lock is renewed meanwhile; stop when ctx ends.
+		select {
+		case <-time.After(10 * time.Millisecond):
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx) // errors.Is(err, redlock.ErrLockLost)
+		}
+	}, redlock.WithTTL(time.Second))
+	fmt.Println(err)
+	// Output: <nil>
+}

@@ -19,12 +19,21 @@ type faultNode struct {
 	lateReply atomic.Bool
 	// releases counts the releases sent to the master.
 	releases atomic.Int64
+	// extendDelay holds each Extend and ExtendBatch back before it is sent;
+	// the context still bounds the wait.
+	extendDelay atomic.Int64
+	// extendsDone is when the last Extend or ExtendBatch returned, and
+	// firstRelease when the first Release was sent (UnixNano; 0: never).
+	extendsDone, firstRelease atomic.Int64
 }
 
 func wrap(n Node) *faultNode { return &faultNode{Node: n} }
 
-func (f *faultNode) hold(ctx context.Context) error {
-	d := time.Duration(f.acquireDelay.Load())
+func (f *faultNode) hold(ctx context.Context) error { return wait(ctx, &f.acquireDelay) }
+
+// wait sleeps for the delay in d, or until ctx ends.
+func wait(ctx context.Context, d0 *atomic.Int64) error {
+	d := time.Duration(d0.Load())
 	if d <= 0 {
 		return nil
 	}
@@ -64,5 +73,32 @@ func (f *faultNode) AcquireFenced(ctx context.Context, key, value string, ttl ti
 
 func (f *faultNode) Release(ctx context.Context, key, value string) (bool, error) {
 	f.releases.Add(1)
+	f.firstRelease.CompareAndSwap(0, time.Now().UnixNano())
 	return f.Node.Release(ctx, key, value)
 }
+
+func (f *faultNode) Extend(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	defer func() { f.extendsDone.Store(time.Now().UnixNano()) }()
+	if err := wait(ctx, &f.extendDelay); err != nil {
+		return false, err
+	}
+	return f.Node.Extend(ctx, key, value, ttl)
+}
+
+// ExtendBatch delays the batch, then sends it as the wrapped Node would (in
+// a pipeline when it is a BatchExtender).
+func (f *faultNode) ExtendBatch(ctx context.Context, reqs []ExtendRequest) ([]bool, []error) {
+	defer func() { f.extendsDone.Store(time.Now().UnixNano()) }()
+	if err := wait(ctx, &f.extendDelay); err != nil {
+		errs := make([]error, len(reqs))
+		for i := range errs {
+			errs[i] = err
+		}
+		return make([]bool, len(reqs)), errs
+	}
+	return extendOn(ctx, f.Node, reqs)
+}
+
+// plainNode hides every method but the Node interface's: auto-extend then
+// falls back to one Extend per lock.
+type plainNode struct{ Node }

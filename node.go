@@ -74,6 +74,7 @@ var (
 // scripter is the part of a go-redis client a Node uses.
 type scripter interface {
 	redis.Scripter
+	Pipeline() redis.Pipeliner
 	SetArgs(ctx context.Context, key string, value any, a redis.SetArgs) *redis.StatusCmd
 }
 

@@ -257,7 +257,7 @@ func (r *Redlock) acquire(ctx context.Context, key string, cfg *config) (*Lock, 
 		qe.Late, qe.Validity = true, left
 		return nil, qe
 	}
-	l := &Lock{r: r, key: key, value: a.value, cfg: *cfg, acq: a, until: until}
+	l := &Lock{r: r, key: key, value: a.value, cfg: *cfg, acq: a, until: until, ttl: cfg.ttl}
 	if cfg.fencing {
 		if err := r.confirmFence(ctx, l, t.token); err != nil {
 			a.decide(true)
@@ -265,6 +265,9 @@ func (r *Redlock) acquire(ctx context.Context, key string, cfg *config) (*Lock, 
 		}
 	}
 	a.decide(false)
+	if cfg.autoExtend {
+		r.sched.place(l, renewalDue(until, cfg))
+	}
 	return l, nil
 }
 

@@ -10,6 +10,10 @@
 // ([Lock.Until]). A failed attempt is rolled back on every master, including
 // those that timed out, before Lock retries.
 //
+// For work that may outlast the TTL, [Redlock.Do] (or [WithAutoExtend])
+// renews the lock in the background, and [Lock.Done] and [Lock.Context] say
+// when it was lost ([ErrLockLost]): stop then, another client may hold it.
+//
 // # What a lock does not guarantee
 //
 // Redlock is safe only while three assumptions hold:
@@ -55,6 +59,8 @@ type Redlock struct {
 	cfg    config // defaults from New's options, not yet resolved against a call's
 	clock  clock
 
+	sched scheduler // renews auto-extended locks, ends watched ones at Until
+
 	bg     sync.WaitGroup // requests still running in the background
 	closed atomic.Bool
 
@@ -94,12 +100,14 @@ func New(nodes []Node, opts ...Option) (*Redlock, error) {
 	if _, err := cfg.resolved(); err != nil {
 		return nil, err
 	}
-	return &Redlock{
+	r := &Redlock{
 		nodes:  append([]Node(nil), nodes...),
 		quorum: len(nodes)/2 + 1,
 		cfg:    cfg,
 		clock:  systemClock{},
-	}, nil
+	}
+	r.sched = scheduler{r: r, wake: make(chan struct{}, 1)}
+	return r, nil
 }
 
 // Quorum is the number of masters that must agree: N/2+1.
@@ -147,14 +155,54 @@ func (r *Redlock) TryLock(ctx context.Context, key string, opts ...Option) (*Loc
 	return r.acquire(ctx, key, &cfg)
 }
 
-// Close waits for the requests still running in the background (releases to
+// Do acquires the lock on key (waiting and retrying as [Redlock.Lock] does),
+// runs fn while auto-extend renews the lock ([WithAutoExtend] is always on),
+// and unlocks it when fn returns, also when fn panics.
+//
+// fn's context is derived from ctx and is also cancelled when the lock is
+// lost, with a cause (context.Cause) wrapping [ErrLockLost]: fn must then
+// stop, as another client may take the lock. The unlock runs under a fresh
+// context bounded by a few node timeouts, so it is sent even when ctx has
+// ended and never hangs.
+//
+// Do returns the acquire's error (fn did not run), or fn's error joined
+// ([errors.Join]) with the unlock's: that wraps [ErrNotHeld] and
+// [ErrLockLost] when the lock was lost while fn ran.
+func (r *Redlock) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) (err error) {
+	if fn == nil {
+		return configErr("fn", "fn must not be nil")
+	}
+	opts = append(opts[:len(opts):len(opts)], WithAutoExtend())
+	l, err := r.Lock(ctx, key, opts...)
+	if err != nil {
+		return err
+	}
+	fctx, cancel := context.WithCancelCause(ctx)
+	lctx := l.Context()
+	stop := context.AfterFunc(lctx, func() { cancel(context.Cause(lctx)) })
+	defer func() {
+		stop()
+		cancel(nil)
+		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), 3*l.cfg.nodeTimeout+time.Second)
+		defer ucancel()
+		if uerr := l.Unlock(uctx); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
+	}()
+	return fn(fctx)
+}
+
+// Close stops auto-extend — locks it was renewing are lost (their contexts
+// are cancelled with a cause wrapping [ErrLockLost] and [ErrClosed]) —, waits
+// for the requests still running in the background (renewals, releases to
 // slow masters, rollbacks) and makes later acquires fail with [ErrClosed].
-// Locks already held can still be released, unless the Redlock made its own
-// clients ([NewFromURLs]): Close then closes them too. Clients given to New
-// are the caller's to close. Close may be called more than once; later calls
-// return the first call's error.
+// Locks already held can still be released and extended, unless the Redlock
+// made its own clients ([NewFromURLs]): Close then closes them too. Clients
+// given to New are the caller's to close. Close may be called more than once;
+// later calls return the first call's error.
 func (r *Redlock) Close() error {
 	r.closed.Store(true)
+	r.sched.close()
 	r.bg.Wait()
 	r.closeOnce.Do(func() {
 		if r.closeClients != nil {
@@ -202,6 +250,22 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// earlier returns the earlier of a and b.
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // joinCtx adds ctx's error to err unless err already carries it.
