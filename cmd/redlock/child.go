@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -56,7 +57,7 @@ func runLocked(lock *redlock.Lock, a *execArgs, sigs <-chan os.Signal, stdout, s
 			_ = syscall.Kill(group, s.(syscall.Signal))
 		case <-lost:
 			lost, wasLost = nil, true
-			fmt.Fprintf(stderr, "redlock exec: lock %q lost (not extended on a quorum in time); stopping the command: SIGTERM, then SIGKILL after %v\n", lock.Key(), a.grace)
+			fmt.Fprintf(stderr, "redlock exec: %v; stopping the command: SIGTERM, then SIGKILL after %v\n", context.Cause(lock.Context()), a.grace)
 			_ = syscall.Kill(group, syscall.SIGTERM)
 			t := time.NewTimer(a.grace)
 			defer t.Stop()
