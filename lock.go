@@ -40,22 +40,41 @@ type Lock struct {
 	held  bool      // an Extend runs: the scheduler leaves the lock alone
 }
 
-// Key returns the locked key.
-func (l *Lock) Key() string { return l.key }
+// Key returns the locked key ("" for a nil *Lock, as every getter returns
+// the zero value for a nil *Lock).
+func (l *Lock) Key() string {
+	if l == nil {
+		return ""
+	}
+	return l.key
+}
 
 // Value returns the random value that marks this holder's keys on the masters.
-func (l *Lock) Value() string { return l.value }
+func (l *Lock) Value() string {
+	if l == nil {
+		return ""
+	}
+	return l.value
+}
 
 // Fence returns the fencing token: a number that strictly increases from one
 // holder of the key to the next, for a resource to reject writes from a stale
 // holder (see [Fence]). It is 0 when the lock was taken without [WithFencing].
-func (l *Lock) Fence() uint64 { return l.token }
+func (l *Lock) Fence() uint64 {
+	if l == nil {
+		return 0
+	}
+	return l.token
+}
 
 // Until returns the moment the lock stops being valid, on this process's
 // monotonic clock: the acquire's (or last Extend's) start plus the TTL less
 // the drift allowance. Past it, another client may hold the lock. It is a
 // local deadline, never a network query.
 func (l *Lock) Until() time.Time {
+	if l == nil {
+		return time.Time{}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.until
@@ -64,6 +83,9 @@ func (l *Lock) Until() time.Time {
 // TTL returns the time the keys were set to live by the acquire or the last
 // Extend.
 func (l *Lock) TTL() time.Duration {
+	if l == nil {
+		return 0
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.ttl

@@ -61,6 +61,9 @@ func TestBadInput(t *testing.T) {
 	}
 
 	var nl *Lock
+	if nl.Key() != "" || nl.Value() != "" || nl.Fence() != 0 || !nl.Until().IsZero() || nl.TTL() != 0 {
+		t.Errorf("getters on a nil *Lock must return zero values")
+	}
 	if err := nl.Unlock(context.Background()); !errors.Is(err, ErrNotHeld) {
 		t.Errorf("Unlock on nil *Lock: %v, want ErrNotHeld", err)
 	}
