@@ -25,11 +25,18 @@ var (
 
 	// ErrClosed is returned by calls on a Redlock after Close.
 	ErrClosed = errors.New("redlock: closed")
+
+	// ErrBadReply is wrapped by the [*NodeError] of a master whose reply was
+	// not one a Redis master gives to the command sent: a wrong type (a
+	// string where an integer belongs), a value out of range (a script
+	// answering 7 for 0 or 1, a negative fence token). Such a master counts as
+	// failed, never as a success or a refusal.
+	ErrBadReply = errors.New("redlock: unexpected reply")
 )
 
-// NodeError is the failure of one master: a network error, a timeout, or a
-// reply the library could not use. Node names the master (its address, never
-// its credentials).
+// NodeError is the failure of one master: a network error, a timeout, an
+// error reply (NOPERM from an ACL, say), or a reply the library could not use
+// ([ErrBadReply]). Node names the master (its address, never its credentials).
 type NodeError struct {
 	Node string
 	Err  error
