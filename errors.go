@@ -80,7 +80,7 @@ type QuorumError struct {
 
 func (e *QuorumError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "redlock: %s %q: ", e.Op, e.Key)
+	fmt.Fprintf(&b, "redlock: %s %s: ", e.Op, quoteKey(e.Key))
 	if e.Late {
 		fmt.Fprintf(&b, "quorum reached but only %v of validity left", e.Validity)
 	} else {
@@ -125,7 +125,17 @@ func configErr(field, format string, args ...any) error {
 
 // notHeld wraps ErrNotHeld with why.
 func notHeld(key, format string, args ...any) error {
-	return fmt.Errorf("%w: %q: %s", ErrNotHeld, key, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s: %s", ErrNotHeld, quoteKey(key), fmt.Sprintf(format, args...))
+}
+
+// quoteKey quotes a key for an error message (escaping newlines and binary
+// bytes, so a key cannot forge a log line), shortened when it is long.
+func quoteKey(key string) string {
+	const limit = 128
+	if len(key) <= limit {
+		return fmt.Sprintf("%q", key)
+	}
+	return fmt.Sprintf("%q... (%d bytes)", key[:limit], len(key))
 }
 
 // Phase names used in QuorumError.Op.
