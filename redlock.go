@@ -57,6 +57,12 @@ type Redlock struct {
 
 	bg     sync.WaitGroup // requests still running in the background
 	closed atomic.Bool
+
+	// closeClients closes the go-redis clients the Redlock made (NewFromURLs);
+	// nil when the caller owns them (New).
+	closeClients func() error
+	closeOnce    sync.Once
+	closeErr     error // closeClients' result, set inside closeOnce
 }
 
 // New returns a Redlock over the given masters, with opts as the defaults of
@@ -151,11 +157,19 @@ func (r *Redlock) TryLock(ctx context.Context, key string, opts ...Option) (*Loc
 
 // Close waits for the requests still running in the background (releases to
 // slow masters, rollbacks) and makes later acquires fail with [ErrClosed].
-// Locks already held can still be released.
+// Locks already held can still be released, unless the Redlock made its own
+// clients ([NewFromURLs]): Close then closes them too. Clients given to New
+// are the caller's to close. Close may be called more than once; later calls
+// return the first call's error.
 func (r *Redlock) Close() error {
 	r.closed.Store(true)
 	r.bg.Wait()
-	return nil
+	r.closeOnce.Do(func() {
+		if r.closeClients != nil {
+			r.closeErr = r.closeClients()
+		}
+	})
+	return r.closeErr
 }
 
 // callConfig is the Redlock's defaults with a call's options on top.

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/redlock/redlock"
+)
+
+// execArgs is what the exec command was asked to do.
+type execArgs struct {
+	masters          []string
+	ttl, wait, grace time.Duration
+	fencing          bool
+	name             string
+	command          []string
+}
+
+func cmdExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("exec")
+	masters := fs.String("masters", "", "")
+	var a execArgs
+	fs.DurationVar(&a.ttl, "ttl", 30*time.Second, "")
+	fs.DurationVar(&a.wait, "wait", 0, "")
+	fs.DurationVar(&a.grace, "grace", 10*time.Second, "")
+	fs.BoolVar(&a.fencing, "fencing", false, "")
+	if status, done := parseFlags(fs, args, execUsage, stdout, stderr); done {
+		return status
+	}
+	err := a.check(fs.Args())
+	if err == nil {
+		a.masters, err = masterURLs(*masters)
+	}
+	if err != nil {
+		return usageFail(stderr, "exec", err)
+	}
+
+	opts := []redlock.Option{redlock.WithTTL(a.ttl)}
+	if a.fencing {
+		opts = append(opts, redlock.WithFencing())
+	}
+	rl, err := redlock.NewFromURLs(a.masters, opts...)
+	if err != nil {
+		return usageFail(stderr, "exec", flagError(err))
+	}
+	defer rl.Close()
+
+	// Catch the signals from now on: while waiting for the lock they end the
+	// wait, later they go to the command.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+
+	// The acquire's contexts stay alive until exec ends: the acquire returns
+	// at a quorum, and cancelling its context then would cut short the SETs
+	// still on their way to the other masters, leaving the lock on a bare
+	// quorum.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if a.wait > 0 {
+		var cancelWait context.CancelFunc
+		ctx, cancelWait = context.WithTimeout(ctx, a.wait)
+		defer cancelWait()
+	}
+	lock, status := obtain(ctx, cancel, rl, &a, sigs, stderr)
+	if lock == nil {
+		return status
+	}
+	return runLocked(lock, &a, sigs, stdout, stderr)
+}
+
+// check reads NAME -- COMMAND [ARG...] and checks the flags' values.
+func (a *execArgs) check(rest []string) error {
+	switch {
+	case a.ttl <= 0:
+		return usagef("--ttl must be positive, got %v", a.ttl)
+	case a.wait < 0:
+		return usagef("--wait must be 0 (one attempt) or positive, got %v", a.wait)
+	case a.grace < 0:
+		return usagef("--grace must not be negative, got %v", a.grace)
+	case len(rest) == 0:
+		return usagef("missing NAME -- COMMAND")
+	case rest[0] == "" || rest[0] == "--":
+		return usagef("missing NAME before -- COMMAND")
+	case len(rest) == 1 || rest[1] != "--":
+		if len(rest) > 1 && len(rest[1]) > 1 && rest[1][0] == '-' {
+			return usagef("want -- after NAME %q, got %q; flags go before NAME", rest[0], rest[1])
+		}
+		return usagef("want -- between NAME %q and the command", rest[0])
+	case len(rest) == 2 || rest[2] == "":
+		return usagef("missing COMMAND after --")
+	}
+	a.name, a.command = rest[0], rest[2:]
+	return nil
+}
+
+// flagError says which flag to fix when the library rejected an option.
+func flagError(err error) error {
+	var ce *redlock.ConfigError
+	if errors.As(err, &ce) && ce.Field == "WithTTL" {
+		return usagef("--ttl: %s", ce.Reason)
+	}
+	return err
+}
+
+// obtain takes the lock: one attempt with --wait 0, else retries until --wait
+// (ctx's deadline) runs out. A signal ends the wait, through cancel. Without a
+// lock it returns the exit status.
+func obtain(ctx context.Context, cancel context.CancelFunc, rl *redlock.Redlock, a *execArgs, sigs <-chan os.Signal, stderr io.Writer) (*redlock.Lock, int) {
+	var caught os.Signal
+	stopped := make(chan struct{})
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		select {
+		case caught = <-sigs:
+			cancel()
+		case <-stopped:
+		}
+	}()
+
+	var lock *redlock.Lock
+	var err error
+	if a.wait == 0 {
+		lock, err = rl.TryLock(ctx, a.name, keepOptions()...)
+	} else {
+		lock, err = rl.Lock(ctx, a.name, keepOptions()...)
+	}
+	close(stopped)
+	<-watching
+
+	if caught != nil {
+		if lock != nil {
+			unlock(lock, stderr)
+		}
+		fmt.Fprintf(stderr, "redlock exec: %v while waiting for lock %q; not running the command\n", caught, a.name)
+		return nil, signalStatus(caught)
+	}
+	if err == nil {
+		return lock, 0
+	}
+	var qe *redlock.QuorumError
+	switch {
+	case !errors.Is(err, redlock.ErrNotObtained):
+		return nil, usageFail(stderr, "exec", flagError(err))
+	case errors.As(err, &qe) && qe.Refused == 0 && qe.Failed > 0:
+		fmt.Fprintf(stderr, "redlock exec: lock %q: too few masters answered; check that they are up and reachable: %v\n", a.name, err)
+		return nil, exitUnavailable
+	default:
+		how := "held elsewhere"
+		if a.wait > 0 {
+			how = fmt.Sprintf("still held elsewhere after --wait %v", a.wait)
+		}
+		fmt.Fprintf(stderr, "redlock exec: lock %q not obtained: %s (%v)\n", a.name, how, err)
+		return nil, exitNotObtained
+	}
+}
+
+// unlock releases lock and reports whether its validity had ended before
+// (the command may then have overlapped another holder).
+func unlock(lock *redlock.Lock, stderr io.Writer) (lost bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := lock.Unlock(ctx)
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, redlock.ErrNotHeld):
+		fmt.Fprintf(stderr, "redlock exec: %v\n", err)
+		return true
+	default: // too few masters answered: the keys expire with their TTL
+		fmt.Fprintf(stderr, "redlock exec: releasing lock %q (it expires with its TTL anyway): %v\n", lock.Key(), err)
+		return false
+	}
+}

@@ -1,0 +1,105 @@
+package main
+
+// Exit statuses. A command run by exec passes its own status through, so a
+// script can tell redlock's outcomes from the command's only when the command
+// avoids these numbers.
+const (
+	exitOK = 0
+	// exitUsage (EX_USAGE): bad flags or arguments, a bad master URL, no
+	// masters given.
+	exitUsage = 64
+	// exitUnavailable (EX_UNAVAILABLE): too few masters answered to decide
+	// (down, unreachable, refusing the password).
+	exitUnavailable = 69
+	// exitNotObtained (EX_TEMPFAIL): the lock is held elsewhere (or --wait ran
+	// out). The normal outcome on all but one host of a crontab; cron tries
+	// again at the next run.
+	exitNotObtained = 75
+	// exitLost: the lock was lost while the command ran (it could not be
+	// extended on a quorum in time); the command was stopped. Just past the
+	// sysexits range (64–78), so it means nothing else to tools that read
+	// those, and below the shell's 126+.
+	exitLost = 79
+	// exitCannotRun and exitNotFound: the command could not be started; the
+	// numbers the shell, env and timeout use.
+	exitCannotRun = 126
+	exitNotFound  = 127
+)
+
+const exitStatuses = `Exit status:
+  0-255  exec: the command's own status (128+N when signal N killed it)
+  64     bad usage: flags, arguments, a master URL, no masters (EX_USAGE)
+  69     too few masters answered: down, unreachable, wrong password (EX_UNAVAILABLE)
+  75     exec: not obtained, the lock is held elsewhere or --wait ran out (EX_TEMPFAIL)
+  79     exec: lock lost while the command ran; the command was stopped
+  126    exec: the command could not be run
+  127    exec: the command was not found
+`
+
+const mastersHelp = `Masters: --masters URL,URL,... or $REDLOCK_MASTERS (the flag wins), one URL
+per independent Redis master (not replicas; an odd number is best):
+  redis://[user:password@]host:port[/db]   plain TCP
+  rediss://[user:password@]host:port[/db]  TLS
+  host:port                                the same as redis://host:port
+Percent-encode special characters in a password (@ as %40). Errors and reports
+never show a password.
+`
+
+const mainUsage = `redlock takes one lock across N independent Redis masters (the Redlock
+quorum algorithm) from the shell.
+
+Usage:
+  redlock exec [flags] NAME -- COMMAND [ARG...]  run COMMAND while holding lock NAME
+  redlock status [flags] NAME                    show which masters hold lock NAME
+  redlock help [COMMAND]                         show this help, or a command's
+
+` + mastersHelp + `
+` + exitStatuses
+
+const execUsage = `Usage: redlock exec [flags] NAME -- COMMAND [ARG...]
+
+Takes the lock NAME on a quorum of the masters, runs COMMAND while keeping the
+lock extended, and releases the lock when COMMAND exits. Put the same line in
+the crontab of every host, and the job runs on one host at a time:
+
+  */10 * * * * redlock exec --masters r1:6379,r2:6379,r3:6379 report -- /usr/local/bin/report
+
+Flags go before NAME; "--" ends them and separates NAME from COMMAND.
+
+COMMAND gets REDLOCK_KEY=NAME in its environment and, with --fencing,
+REDLOCK_FENCE=TOKEN: a number that grows from one holder of NAME to the next,
+for a resource to reject a stale holder's writes.
+
+COMMAND runs in its own process group (so it cannot read from a terminal).
+SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to redlock are
+passed on to that group. When the lock is lost (it could not be extended on a
+quorum before its validity ran out), the group gets SIGTERM, then SIGKILL
+after --grace, and redlock exits with status 79.
+
+Flags:
+  --masters URLS   comma-separated master URLs (default $REDLOCK_MASTERS)
+  --ttl DURATION   how long the lock lives without an extend; it is extended
+                   every TTL/3 while COMMAND runs (default 30s)
+  --wait DURATION  how long to wait for the lock; 0 makes one attempt
+                   (default 0)
+  --grace DURATION how long COMMAND has after SIGTERM, once the lock is lost,
+                   before SIGKILL (default 10s)
+  --fencing        take a fencing token and pass it in REDLOCK_FENCE
+
+` + mastersHelp + `
+` + exitStatuses
+
+const statusUsage = `Usage: redlock status [flags] NAME
+
+Reports, for each master, whether it holds the key NAME, the value it holds
+(one per holder), its remaining time to live (PTTL), and the fencing counter
+NAME:fence; then whether a quorum agrees on one holder. It only reads.
+
+Exit status: 0 when a quorum of masters answered (the lock held or not), 69
+when fewer did, 64 on bad usage.
+
+Flags:
+  --masters URLS      comma-separated master URLs (default $REDLOCK_MASTERS)
+  --timeout DURATION  how long to wait for each master (default 1s)
+
+` + mastersHelp

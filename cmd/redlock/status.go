@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock/redlock"
+)
+
+// masterState is what one master says about a key.
+type masterState struct {
+	url   string // redacted
+	value string // "" when the key is absent
+	pttl  time.Duration
+	fence string // "" when the counter is absent
+	err   error
+}
+
+func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("status")
+	masters := fs.String("masters", "", "")
+	timeout := fs.Duration("timeout", time.Second, "")
+	if status, done := parseFlags(fs, args, statusUsage, stdout, stderr); done {
+		return status
+	}
+	var urls []string
+	err := func() error {
+		switch {
+		case *timeout <= 0:
+			return usagef("--timeout must be positive, got %v", *timeout)
+		case fs.NArg() != 1 || fs.Arg(0) == "":
+			return usagef("want exactly one NAME, got %d arguments", fs.NArg())
+		}
+		var err error
+		urls, err = masterURLs(*masters)
+		return err
+	}()
+	if err != nil {
+		return usageFail(stderr, "status", err)
+	}
+	opts := make([]*redis.Options, len(urls))
+	for i, u := range urls {
+		if opts[i], err = redlock.ParseMasterURL(u); err != nil {
+			return usageFail(stderr, "status", err)
+		}
+	}
+
+	name := fs.Arg(0)
+	states := make([]masterState, len(urls))
+	var wg sync.WaitGroup
+	for i := range urls {
+		wg.Go(func() {
+			states[i] = readMaster(ctx, opts[i], name, *timeout)
+			states[i].url = redlock.RedactURL(urls[i])
+		})
+	}
+	wg.Wait()
+	return report(stdout, name, states)
+}
+
+// readMaster reads key, its PTTL and its fence counter from one master.
+func readMaster(ctx context.Context, o *redis.Options, key string, timeout time.Duration) masterState {
+	c := redis.NewClient(o)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var get, fence *redis.StringCmd
+	var pttl *redis.DurationCmd
+	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		get = p.Get(ctx, key)
+		pttl = p.PTTL(ctx, key)
+		fence = p.Get(ctx, redlock.FenceKey(key))
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return masterState{err: err}
+	}
+	return masterState{value: get.Val(), pttl: pttl.Val(), fence: fence.Val()}
+}
+
+// report prints the table and the verdict, and returns the exit status.
+func report(w io.Writer, name string, states []masterState) int {
+	n, quorum := len(states), len(states)/2+1
+	answered := 0
+	holders := map[string]int{}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "MASTER\tVALUE\tPTTL\tFENCE")
+	for _, s := range states {
+		if s.err != nil {
+			fmt.Fprintf(tw, "%s\terror: %v\t\t\n", s.url, s.err)
+			continue
+		}
+		answered++
+		value, pttl := "-", "-"
+		if s.value != "" {
+			holders[s.value]++
+			value = s.value
+			pttl = s.pttl.String()
+			if s.pttl < 0 {
+				pttl = "no expiry"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.url, value, pttl, orDash(s.fence))
+	}
+	tw.Flush()
+
+	best, most := "", 0
+	for v, k := range holders {
+		if k > most || (k == most && v < best) {
+			best, most = v, k
+		}
+	}
+	switch {
+	case most >= quorum:
+		fmt.Fprintf(w, "%q is held: value %s on %d of %d masters (quorum %d)\n", name, best, most, n, quorum)
+	case most > 0:
+		fmt.Fprintf(w, "%q is not held by a quorum: at most %d of %d masters (quorum %d) agree on a value\n", name, most, n, quorum)
+	default:
+		fmt.Fprintf(w, "%q is free on the %d of %d masters that answered\n", name, answered, n)
+	}
+	if answered < quorum {
+		fmt.Fprintf(w, "only %d of %d masters answered (quorum %d): check that they are up and reachable\n", answered, n, quorum)
+		return exitUnavailable
+	}
+	return exitOK
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock/redlock/internal/redistest"
+)
+
+// Bad input exits with the usage status and says what to fix.
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		masters string
+		args    []string
+		says    string
+	}{
+		{shared(), nil, "Usage"},
+		{shared(), []string{"frobnicate"}, `unknown command "frobnicate"`},
+		{shared(), []string{"help", "frobnicate"}, `unknown command "frobnicate"`},
+		{shared(), []string{"exec"}, "missing NAME"},
+		{shared(), []string{"exec", "job"}, "want -- between NAME"},
+		{shared(), []string{"exec", "job", "true"}, "want -- between NAME"},
+		{shared(), []string{"exec", "job", "--ttl", "1s", "--", "true"}, "flags go before NAME"},
+		{shared(), []string{"exec", "job", "--"}, "missing COMMAND"},
+		{shared(), []string{"exec", "--", "job", "true"}, "want -- between NAME"},
+		{shared(), []string{"exec", "--ttl", "soon", "job", "--", "true"}, "-ttl"},
+		{shared(), []string{"exec", "--ttl", "0s", "job", "--", "true"}, "--ttl must be positive"},
+		{shared(), []string{"exec", "--ttl", "2ms", "job", "--", "true"}, "--ttl: TTL 2ms leaves no validity"},
+		{shared(), []string{"exec", "--wait", "-1s", "job", "--", "true"}, "--wait"},
+		{shared(), []string{"exec", "--no-such-flag", "job", "--", "true"}, "no-such-flag"},
+		{"", []string{"exec", "job", "--", "true"}, "no masters"},
+		{shared() + ",", []string{"exec", "job", "--", "true"}, "is empty"},
+		{"", []string{"exec", "--masters", "redis://h:1/db", "job", "--", "true"}, "redis://h:1/db: invalid database number"},
+		{"", []string{"exec", "--masters", "http://h:1", "job", "--", "true"}, "scheme"},
+		{"", []string{"status", "--masters", "h:1?nope=1", "job"}, "nope"},
+		{shared(), []string{"status"}, "exactly one NAME"},
+		{shared(), []string{"status", "a", "b"}, "exactly one NAME"},
+		{shared(), []string{"status", "--timeout", "0s", "a"}, "--timeout"},
+	} {
+		r := runCLI(t, tc.masters, tc.args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, tc.says) {
+			t.Errorf("redlock %q: want exit %d and stderr saying %q, got %v", tc.args, exitUsage, tc.says, r)
+		}
+	}
+}
+
+// No output ever shows a master's password: not for a bad URL, an
+// unreachable master, a wrong password, nor a good one.
+func TestPasswordNeverShown(t *testing.T) {
+	t.Parallel()
+	const secret = "hunter2-secret"
+	// redistest's readiness probe does not authenticate: set the password after.
+	addr := redistest.StartT(t, 1, redistest.Options{}).Addrs()[0]
+	admin := redis.NewClient(&redis.Options{Addr: addr})
+	err := admin.ConfigSet(context.Background(), "requirepass", secret).Err()
+	admin.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := "redis://:" + secret + "@" + addr + "/0"
+	for _, tc := range []struct {
+		masters string
+		args    []string
+		code    int
+	}{
+		{good, []string{"exec", "job", "--", "sh", "-c", "echo ran"}, 0},
+		{good, []string{"status", "job"}, 0},
+		{"redis://:wrong-" + secret + "@" + addr, []string{"exec", "job", "--", "true"}, exitUnavailable},
+		{"redis://:wrong-" + secret + "@" + addr, []string{"status", "job"}, exitUnavailable},
+		{"redis://u:" + secret + "@127.0.0.1:1/0", []string{"exec", "job", "--", "true"}, exitUnavailable},
+		{"redis://u:" + secret + "@127.0.0.1:1/0", []string{"status", "job"}, exitUnavailable},
+		{"redis://u:" + secret + "@h:1/x", []string{"exec", "job", "--", "true"}, exitUsage},
+		{"redis://u:" + secret + "#@h:1/0", []string{"status", "job"}, exitUsage},
+		{"redis://u:" + secret + "@h:port", []string{"exec", "job", "--", "true"}, exitUsage},
+	} {
+		r := runCLI(t, tc.masters, tc.args...)
+		if r.code != tc.code {
+			t.Errorf("redlock %q with %s: want exit %d, got %v", tc.args, tc.masters, tc.code, r)
+		}
+		if strings.Contains(r.stdout+r.stderr, "hunter2") {
+			t.Errorf("redlock %q with %s shows the password: %v", tc.args, tc.masters, r)
+		}
+	}
+}
+
+// Every command has help, on stdout, with status 0.
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"help"}, {"-h"}, {"--help"},
+		{"help", "exec"}, {"exec", "-h"}, {"exec", "--help"},
+		{"help", "status"}, {"status", "-h"},
+	} {
+		r := runCLI(t, "", args...)
+		wantCode(t, r, 0)
+		for _, s := range []string{"Usage", "rediss://", "64", "69"} {
+			if !strings.Contains(r.stdout, s) {
+				t.Errorf("redlock %q: help does not mention %q:\n%s", args, s, r.stdout)
+			}
+		}
+	}
+	for _, s := range []string{"--ttl", "--wait", "--grace", "--fencing", "--masters", "REDLOCK_KEY", "REDLOCK_FENCE", "75", "79"} {
+		if !strings.Contains(runCLI(t, "", "exec", "-h").stdout, s) {
+			t.Errorf("exec -h does not mention %s", s)
+		}
+	}
+}
