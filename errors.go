@@ -43,11 +43,18 @@ var (
 	// ErrUnlocked is the cause ([context.Cause]) of a [Lock.Context]
 	// cancelled because Unlock was called. It is never returned by a call.
 	ErrUnlocked = errors.New("redlock: unlocked")
+
+	// ErrBadReply is wrapped by the [*NodeError] of a master whose reply was
+	// not one a Redis master gives to the command sent: a wrong type (a
+	// string where an integer belongs), a value out of range (a script
+	// answering 7 for 0 or 1, a negative fence token). Such a master counts as
+	// failed, never as a success or a refusal.
+	ErrBadReply = errors.New("redlock: unexpected reply")
 )
 
-// NodeError is the failure of one master: a network error, a timeout, or a
-// reply the library could not use. Node names the master (its address, never
-// its credentials).
+// NodeError is the failure of one master: a network error, a timeout, an
+// error reply (NOPERM from an ACL, say), or a reply the library could not use
+// ([ErrBadReply]). Node names the master (its address, never its credentials).
 type NodeError struct {
 	Node string
 	Err  error
@@ -91,7 +98,7 @@ type QuorumError struct {
 
 func (e *QuorumError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "redlock: %s %q: ", e.Op, e.Key)
+	fmt.Fprintf(&b, "redlock: %s %s: ", e.Op, quoteKey(e.Key))
 	if e.Late {
 		fmt.Fprintf(&b, "quorum reached but only %v of validity left", e.Validity)
 	} else {
@@ -151,7 +158,17 @@ func configErr(field, format string, args ...any) error {
 
 // notHeld wraps ErrNotHeld with why.
 func notHeld(key, format string, args ...any) error {
-	return fmt.Errorf("%w: %q: %s", ErrNotHeld, key, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s: %s", ErrNotHeld, quoteKey(key), fmt.Sprintf(format, args...))
+}
+
+// quoteKey quotes a key for an error message (escaping newlines and binary
+// bytes, so a key cannot forge a log line), shortened when it is long.
+func quoteKey(key string) string {
+	const limit = 128
+	if len(key) <= limit {
+		return fmt.Sprintf("%q", key)
+	}
+	return fmt.Sprintf("%q... (%d bytes)", key[:limit], len(key))
 }
 
 // lost wraps ErrLockLost with the key and why.

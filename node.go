@@ -122,48 +122,24 @@ func clientName(c any) string {
 func (n *redisNode) Name() string { return n.name }
 
 func (n *redisNode) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	err := n.c.SetArgs(ctx, key, value, redis.SetArgs{Mode: "NX", TTL: ttl}).Err()
-	if err == redis.Nil {
-		return false, nil
-	}
-	return err == nil, err
+	return setReply(n.c.SetArgs(ctx, key, value, redis.SetArgs{Mode: "NX", TTL: ttl}).Result())
 }
 
 func (n *redisNode) AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (uint64, error) {
-	v, err := acquireFencedScript.Run(ctx, n.c, []string{key, FenceKey(key)}, value, ttl.Milliseconds()).Int64()
-	if err != nil {
-		return 0, err
-	}
-	if v < 0 {
-		return 0, fmt.Errorf("fence counter is negative (%d): %s was changed by hand", v, FenceKey(key))
-	}
-	return uint64(v), nil
+	v, err := acquireFencedScript.Run(ctx, n.c, []string{key, FenceKey(key)}, value, ttl.Milliseconds()).Result()
+	return fence(key, v, err)
 }
 
 func (n *redisNode) RaiseFence(ctx context.Context, key, value string, token uint64) (bool, error) {
-	return flag(raiseFenceScript.Run(ctx, n.c, []string{key, FenceKey(key)}, value, token).Int64())
+	return flag(raiseFenceScript.Run(ctx, n.c, []string{key, FenceKey(key)}, value, token).Result())
 }
 
 func (n *redisNode) Extend(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	return flag(extendScript.Run(ctx, n.c, []string{key}, value, ttl.Milliseconds()).Int64())
+	return flag(extendScript.Run(ctx, n.c, []string{key}, value, ttl.Milliseconds()).Result())
 }
 
 func (n *redisNode) Release(ctx context.Context, key, value string) (bool, error) {
-	return flag(releaseScript.Run(ctx, n.c, []string{key}, value).Int64())
-}
-
-// flag reads a 0/1 script reply.
-func flag(v int64, err error) (bool, error) {
-	if err != nil {
-		return false, err
-	}
-	switch v {
-	case 0:
-		return false, nil
-	case 1:
-		return true, nil
-	}
-	return false, fmt.Errorf("unexpected script reply %d, want 0 or 1", v)
+	return flag(releaseScript.Run(ctx, n.c, []string{key}, value).Result())
 }
 
 // isNil reports whether v is an interface holding a nil pointer (or other nil

@@ -61,15 +61,17 @@ func (c *config) fail(err error) {
 // WithTTL sets how long the key lives on each master, and so the longest the
 // lock is valid without Extend. The lock's validity is the TTL less the time
 // the acquire took and the drift allowance. Default: 10 s ([DefaultTTL]).
-// Redis keeps millisecond precision; the TTL must be at least 1 ms and leave
-// validity after drift and the minimum validity.
+// Redis keeps millisecond precision, so the TTL is truncated to whole
+// milliseconds (the validity is computed from what the masters were sent);
+// it must be at least 1 ms and leave validity after drift and the minimum
+// validity.
 func WithTTL(ttl time.Duration) Option {
 	return func(c *config) {
 		if ttl < time.Millisecond {
 			c.fail(configErr("WithTTL", "TTL must be at least 1ms, got %v", ttl))
 			return
 		}
-		c.ttl = ttl
+		c.ttl = ttl.Truncate(time.Millisecond)
 	}
 }
 

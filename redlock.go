@@ -110,6 +110,13 @@ func New(nodes []Node, opts ...Option) (*Redlock, error) {
 	return r, nil
 }
 
+// MaxKeyLen is the longest key Lock and TryLock accept, in bytes. Any bytes
+// are allowed (braces, spaces, newlines, binary, invalid UTF-8): each master
+// stores the key as it is, next to its fence counter [FenceKey](key). The
+// limit keeps a payload passed by mistake as a lock name from being sent to
+// every master on every attempt.
+const MaxKeyLen = 64 << 10
+
 // Quorum is the number of masters that must agree: N/2+1.
 func (r *Redlock) Quorum() int { return r.quorum }
 
@@ -141,7 +148,8 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, 
 		if sleep(ctx, backoff/2+rand.N(backoff/2+1)) != nil {
 			return nil, joinCtx(err, ctx.Err())
 		}
-		backoff = min(2*backoff, cfg.maxBackoff)
+		backoff = min(backoff, cfg.maxBackoff/2) * 2 // no overflow, whatever the bounds
+		backoff = max(backoff, cfg.minBackoff)
 	}
 }
 
@@ -222,6 +230,9 @@ func (r *Redlock) callConfig(key string, opts []Option) (config, error) {
 	}
 	if key == "" {
 		return config{}, configErr("key", "key must not be empty")
+	}
+	if len(key) > MaxKeyLen {
+		return config{}, configErr("key", "key is %d bytes, more than MaxKeyLen (%d); a lock name should be short", len(key), MaxKeyLen)
 	}
 	cfg := r.cfg
 	for _, o := range opts {

@@ -34,7 +34,16 @@ func ParseMasterURL(rawURL string) (*redis.Options, error) {
 		s = "redis://" + s
 	}
 	shown := RedactURL(s)
-	if _, err := url.Parse(s); err != nil {
+	u, err := url.Parse(s)
+	if err == nil && hasPassword(s) {
+		if _, ok := u.User.Password(); !ok {
+			// An unencoded "#", "/" or "?" ended the host part before the
+			// "@": the password would be read as part of the host, and show
+			// in every error that names the master.
+			err = errors.New("the password is not in the user information")
+		}
+	}
+	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err // its URL field would repeat the password
@@ -49,7 +58,7 @@ func ParseMasterURL(rawURL string) (*redis.Options, error) {
 	o, err := redis.ParseURL(s)
 	if err != nil {
 		return nil, configErr("master URL", "%s: %s; want redis://[user:password@]host:port[/db], rediss://… or host:port",
-			shown, strings.TrimPrefix(err.Error(), "redis: "))
+			shown, urlProblem(s, err))
 	}
 	if o.MaxRetries == 0 {
 		o.MaxRetries = -1
@@ -126,8 +135,8 @@ func RedactURL(rawURL string) string {
 // unencoded "@", "/" or "#" is still found whole.
 func passwordSpan(rawURL string) (colon, at int, ok bool) {
 	start := 0
-	if i := strings.Index(rawURL, "://"); i >= 0 {
-		start = i + 3
+	if i := strings.Index(rawURL, "://"); i >= 0 && isScheme(rawURL[:i]) {
+		start = i + 3 // not a "://" inside the password
 	}
 	at = strings.LastIndex(rawURL[start:], "@")
 	if at < 0 {
@@ -138,6 +147,32 @@ func passwordSpan(rawURL string) (colon, at int, ok bool) {
 		return 0, 0, false // a user name only
 	}
 	return start + colon, start + at, true
+}
+
+// urlProblem is go-redis's complaint err about rawURL, without the password.
+// Its messages quote parts of the URL (the path, for a database number), and
+// an "@" outside the host part puts the password there: for a URL with a
+// password it is the complaint about the redacted URL.
+func urlProblem(rawURL string, err error) string {
+	if hasPassword(rawURL) {
+		_, err = redis.ParseURL(RedactURL(rawURL))
+		if err == nil {
+			return "not a valid master URL"
+		}
+	}
+	return strings.TrimPrefix(err.Error(), "redis: ")
+}
+
+// isScheme reports whether s is a URL scheme: a letter, then letters,
+// digits, "+", "-" or ".".
+func isScheme(s string) bool {
+	for i, c := range s {
+		letter := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+		if !letter && (i == 0 || !('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // hasPassword reports whether rawURL carries a password.

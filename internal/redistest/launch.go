@@ -42,7 +42,7 @@ func (s *Server) launch(port int) (*process, error) {
 			return fail(fmt.Errorf("exited during startup: %v", p.err))
 		default:
 		}
-		last = probe(addr, p.pid)
+		last = probe(addr, p.pid, s.tlsConf)
 		if last == nil {
 			return p, nil
 		}

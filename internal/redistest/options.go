@@ -21,6 +21,12 @@ type Options struct {
 	// package sets, so they override them (for example "--hz", "100").
 	Args []string
 
+	// TLS, when set, makes the server listen with TLS only: its port (and
+	// Addr) is the TLS port, and the readiness probe speaks TLS with
+	// TLS.ClientConfig. [GenerateTLS] makes throwaway files. Default: nil,
+	// plain TCP.
+	TLS *TLSFiles
+
 	// Binary is the path of redis-server. Default: $REDIS_SERVER if set,
 	// else "redis-server" looked up on $PATH. Do not resolve symlinks: some
 	// distributions install redis-server as a link to redis-check-rdb, and
@@ -52,8 +58,11 @@ func (o Options) args(port int, dataDir, logFile string) []string {
 	if o.AppendOnly {
 		appendOnly = "yes"
 	}
+	listen := []string{"--port", strconv.Itoa(port)}
+	if o.TLS != nil {
+		listen = append([]string{"--port", "0", "--tls-port", strconv.Itoa(port)}, o.TLS.args()...)
+	}
 	args := []string{
-		"--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1",
 		"--dir", dataDir,
 		"--save", "", // no RDB snapshots, not even at shutdown
@@ -65,5 +74,6 @@ func (o Options) args(port int, dataDir, logFile string) []string {
 	if o.AppendOnly {
 		args = append(args, "--appendfsync", "always")
 	}
+	args = append(listen, args...)
 	return append(args, o.Args...)
 }

@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -17,12 +18,19 @@ var errForeign = errors.New("another redis-server answers on this port")
 // probeTimeout bounds one readiness probe, dial included.
 const probeTimeout = 250 * time.Millisecond
 
-// probe sends PING and INFO server to addr over a raw connection. It
-// returns nil when the server answers PONG (so it accepts commands: it
-// answers -LOADING while it replays its append-only file) and its
-// process_id is pid, errForeign when another process answers.
-func probe(addr string, pid int) error {
-	conn, err := net.DialTimeout("tcp", addr, probeTimeout)
+// probe sends PING and INFO server to addr over a raw connection (TLS when
+// tlsConf is not nil). It returns nil when the server answers PONG (so it
+// accepts commands: it answers -LOADING while it replays its append-only
+// file) and its process_id is pid, errForeign when another process answers.
+func probe(addr string, pid int, tlsConf *tls.Config) error {
+	d := &net.Dialer{Timeout: probeTimeout}
+	var conn net.Conn
+	var err error
+	if tlsConf != nil {
+		conn, err = (&tls.Dialer{NetDialer: d, Config: tlsConf}).Dial("tcp", addr)
+	} else {
+		conn, err = d.Dial("tcp", addr)
+	}
 	if err != nil {
 		return err
 	}

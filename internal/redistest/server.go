@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -42,10 +43,11 @@ type Server struct {
 	opts      Options
 	addr      string
 	port      int
-	root      string // temporary directory, removed by Stop
-	dataDir   string // redis-server --dir, inside root
-	logFile   string // redis-server --logfile, inside root
-	stdioFile string // the process's stdout and stderr, inside root
+	root      string      // temporary directory, removed by Stop
+	dataDir   string      // redis-server --dir, inside root
+	logFile   string      // redis-server --logfile, inside root
+	stdioFile string      // the process's stdout and stderr, inside root
+	tlsConf   *tls.Config // the readiness probe's, when opts.TLS is set
 
 	mu      sync.Mutex // guards proc and stopped: the process state
 	proc    *process   // the current process; nil after Kill or Stop
@@ -67,6 +69,12 @@ func startServer(opts Options, pickPort func() (int, error)) (*Server, error) {
 		return nil, err
 	}
 	opts.Args = slices.Clone(opts.Args)
+	var tlsConf *tls.Config
+	if opts.TLS != nil {
+		if tlsConf, err = opts.TLS.ClientConfig(); err != nil {
+			return nil, err
+		}
+	}
 	root, err := os.MkdirTemp("", "redistest-")
 	if err != nil {
 		return nil, fmt.Errorf("redistest: %w", err)
@@ -78,6 +86,7 @@ func startServer(opts Options, pickPort func() (int, error)) (*Server, error) {
 		dataDir:   filepath.Join(root, "data"),
 		logFile:   filepath.Join(root, "redis.log"),
 		stdioFile: filepath.Join(root, "stdio.log"),
+		tlsConf:   tlsConf,
 	}
 	if err := os.Mkdir(s.dataDir, 0o755); err != nil {
 		os.RemoveAll(root)

@@ -1,0 +1,141 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock/redlock/internal/redistest"
+)
+
+// aclCommands is everything the library sends, as in the README's rule:
+// SET (acquire), EVALSHA and EVAL (the scripts, EVAL after NOSCRIPT), and
+// what the scripts call, which ACLs check too: GET, SET, DEL, PEXPIRE, TIME.
+// The handshake needs nothing: HELLO with AUTH is open to every user, and
+// go-redis ignores the refusal of CLIENT SETINFO.
+var aclCommands = []string{"+set", "+get", "+del", "+pexpire", "+time", "+eval", "+evalsha"}
+
+const aclPassword = "acl-pw-Zq8v" // appears in no error; see TestNoSecretsInErrors
+
+// aclUser returns redis-server arguments declaring user with the minimal
+// rule less the commands in without.
+func aclUser(user string, without ...string) []string {
+	args := []string{"--user", user, "on", ">" + aclPassword, "~*"}
+	for _, c := range aclCommands {
+		if !slices.Contains(without, c) {
+			args = append(args, c)
+		}
+	}
+	return args
+}
+
+// aclMasters starts three masters knowing the user "locker" with the minimal
+// rule and, for each command, a user "no-CMD" lacking it.
+func aclMasters(t *testing.T) *redistest.Cluster {
+	args := aclUser("locker")
+	for _, c := range aclCommands {
+		args = append(args, aclUser("no-"+c[1:], c)...)
+	}
+	return redistest.StartT(t, 3, redistest.Options{Args: args})
+}
+
+// userRedlock returns a Redlock over addrs logged in as user.
+func userRedlock(t *testing.T, addrs []string, user string, opts ...Option) *Redlock {
+	nodes := make([]Node, len(addrs))
+	for i, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a, Username: user, Password: aclPassword,
+			MaxRetries: -1, DialerRetries: 1, DialTimeout: time.Second, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { c.Close() })
+		nodes[i] = NewNode(c)
+	}
+	return newRedlock(t, nodes, append([]Option{WithNodeTimeout(time.Second)}, opts...)...)
+}
+
+// TestACLMinimalUser: a user allowed only the README's commands can lock,
+// fence, extend and unlock; a user lacking any one of them gets, from the
+// call that needs it, a NodeError per master naming it and the NOPERM
+// refusal — counted as failed, never as refused or succeeded.
+func TestACLMinimalUser(t *testing.T) {
+	c := aclMasters(t)
+	ctx := context.Background()
+
+	r := userRedlock(t, c.Addrs(), "locker", WithFencing())
+	for range 2 { // the second round runs the scripts by EVALSHA
+		l, err := r.TryLock(ctx, testKey(t))
+		if err != nil {
+			t.Fatalf("TryLock as locker: %v", err)
+		}
+		if err := l.Extend(ctx, 5*time.Second); err != nil {
+			t.Fatalf("Extend as locker: %v", err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock as locker: %v", err)
+		}
+	}
+
+	cs := clients(t, c.Addrs())
+	for _, cmd := range aclCommands {
+		user := "no-" + cmd[1:]
+		t.Run(user, func(t *testing.T) {
+			if cmd == "+eval" {
+				// The script cache is the server's: EVALSHA finds what other
+				// users loaded. After a restart (or this) it is empty, and
+				// only EVAL can load the scripts again.
+				for _, cl := range cs {
+					if err := cl.ScriptFlush(ctx).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			r := userRedlock(t, c.Addrs(), user, WithFencing())
+			key := testKey(t)
+			err := lockExtendUnlock(ctx, r, key)
+			if err == nil {
+				t.Fatal("lock, extend and unlock all succeeded")
+			}
+			var qe *QuorumError
+			if !errors.As(err, &qe) || qe.Succeeded >= qe.Quorum || qe.Refused != 0 || len(qe.Errs) == 0 {
+				t.Fatalf("err %v: want a QuorumError with failed masters only", err)
+			}
+			for _, e := range qe.Errs {
+				var ne *NodeError
+				if !errors.As(e, &ne) || !slices.Contains(c.Addrs(), strings.TrimSuffix(ne.Node, "/0")) ||
+					!aclRefusal(e) {
+					t.Errorf("per-master error %v: want a NodeError naming the master and the ACL refusal", e)
+				}
+			}
+			// A refused acquire is rolled back, unless the release is
+			// what the user cannot run (GET and DEL): the key then waits
+			// for its TTL.
+			settle(r)
+			if vs := holders(t, cs, key); cmd != "+del" && cmd != "+get" && count(vs, "") != len(vs) {
+				t.Errorf("masters hold %q after the failure", vs)
+			}
+		})
+	}
+}
+
+// lockExtendUnlock runs the three calls and returns the first error.
+func lockExtendUnlock(ctx context.Context, r *Redlock, key string) error {
+	l, err := r.TryLock(ctx, key)
+	if err != nil {
+		return err
+	}
+	if err := l.Extend(ctx, 5*time.Second); err != nil {
+		_ = l.Unlock(ctx)
+		return err
+	}
+	return l.Unlock(ctx)
+}
+
+// aclRefusal reports whether err is an ACL refusal: NOPERM for a command
+// sent, or, for one a script calls, Redis 7.0's "can't run this command".
+func aclRefusal(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "NOPERM") || strings.Contains(s, "user executing the script can't run this command")
+}

@@ -1,0 +1,42 @@
+package redlock
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+// hostileSeeds are replies a real master never gives to our commands.
+var hostileSeeds = []string{
+	":1\r\n", ":0\r\n", ":7\r\n", ":-5\r\n", ":9007199254740993\r\n",
+	":99999999999999999999999\r\n", "$1\r\n1\r\n", "+OK\r\n", "$2\r\nOK\r\n",
+	"+QUEUED\r\n", "$-1\r\n", "*-1\r\n", "_\r\n", "-ERR boom\r\n",
+	"*2\r\n:1\r\n:1\r\n", "%1\r\n:1\r\n:1\r\n", ",1.5\r\n", "#t\r\n",
+	"(12345678901234567890\r\n", "garbage\r\n", "$10\r\nabc", "$-7\r\n", "",
+}
+
+// FuzzNodeReply feeds arbitrary bytes, as the reply to every command, from a
+// fake master to a Node: no call panics or hangs, an error never comes with
+// a success, and a success needs a well-formed reply of the right type.
+func FuzzNodeReply(f *testing.F) {
+	for _, s := range hostileSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, reply []byte) {
+		fake := pipeFake(t, reply, true)
+		acq, fenced, flags := nodeOutcomes(t, fake.pipeNode(t), time.Second)
+		// go-redis does not check the CRLF after a bulk string's payload.
+		if acq == "true" && !bytes.HasPrefix(reply, []byte("+OK\r\n")) && !bytes.HasPrefix(reply, []byte("$2\r\nOK")) {
+			t.Errorf("Acquire succeeded on the reply %q", reply)
+		}
+		if (flags == "true" || flags == "false") && !bytes.HasPrefix(reply, []byte(":")) {
+			t.Errorf("a 0/1 script reported %s on the non-integer reply %q", flags, reply)
+		}
+		if tok, ok := strings.CutPrefix(fenced, "token "); ok {
+			if !bytes.HasPrefix(reply, []byte(":")) || len(tok) > 16 {
+				t.Errorf("AcquireFenced returned %s on the reply %q", fenced, reply)
+			}
+		}
+	})
+}
