@@ -74,6 +74,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	t, ctxErr := l.fanout(ctx, now, func(ctx context.Context, n Node) (bool, error) {
 		return n.Release(ctx, l.key, l.value)
 	})
+	l.r.waiters.wake(l.key) // the next local waiter may try now
 	if !now.Before(until) {
 		return notHeld(l.key, "validity ended %v before Unlock; the critical section may have overlapped another holder", now.Sub(until))
 	}

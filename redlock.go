@@ -55,8 +55,9 @@ type Redlock struct {
 	cfg    config // defaults from New's options, not yet resolved against a call's
 	clock  clock
 
-	bg     sync.WaitGroup // requests still running in the background
-	closed atomic.Bool
+	bg      sync.WaitGroup // requests still running in the background
+	closed  atomic.Bool
+	waiters waiters // this process's goroutines waiting in Lock, per key
 }
 
 // New returns a Redlock over the given masters, with opts as the defaults of
@@ -115,7 +116,21 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, 
 	if err != nil {
 		return nil, err
 	}
+	// Goroutines of this process already waiting for key go first (see
+	// [waiters]); w is our place in that queue once we wait too.
 	backoff := cfg.minBackoff
+	var w *waiter
+	defer func() {
+		if w != nil {
+			r.waiters.leave(key, w)
+		}
+	}()
+	if r.waiters.queued(key) {
+		w = r.waiters.join(key)
+		if !w.wait(ctx.Done(), r.waiters.pause(key, w, jitter(backoff), cfg.maxBackoff)) {
+			return nil, joinCtx(ErrNotObtained, ctx.Err())
+		}
+	}
 	for n := 1; ; n++ {
 		l, err := r.acquire(ctx, key, &cfg)
 		if err == nil {
@@ -124,12 +139,18 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, 
 		if ctx.Err() != nil || (cfg.maxAttempts > 0 && n >= cfg.maxAttempts) {
 			return nil, joinCtx(err, ctx.Err())
 		}
-		if sleep(ctx, backoff/2+rand.N(backoff/2+1)) != nil {
+		if w == nil {
+			w = r.waiters.join(key)
+		}
+		if !w.wait(ctx.Done(), r.waiters.pause(key, w, jitter(backoff), cfg.maxBackoff)) {
 			return nil, joinCtx(err, ctx.Err())
 		}
 		backoff = min(2*backoff, cfg.maxBackoff)
 	}
 }
+
+// jitter draws a pause at random from [d/2, d], so contending clients spread out.
+func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) }
 
 // TryLock makes one attempt to acquire the lock on key. The error wraps
 // [ErrNotObtained] when the key is held elsewhere or too few masters answered.
@@ -176,18 +197,6 @@ func newValue() string {
 	var b [16]byte
 	_, _ = crand.Read(b[:]) // never fails (the runtime aborts if it would)
 	return base64.RawURLEncoding.EncodeToString(b[:])
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // joinCtx adds ctx's error to err unless err already carries it.
