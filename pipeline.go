@@ -108,8 +108,30 @@ type call struct {
 // ctx ended before its batch was sent is not sent; one already sent is not
 // recalled (like any request whose caller stopped waiting, it may land).
 func (b *batcher) do(ctx context.Context, cmd redis.Cmder, script *redis.Script) error {
-	c := &call{ctx: ctx, cmd: cmd, script: script, done: make(chan struct{})}
 	b.mu.Lock()
+	if !b.running {
+		// Nothing in flight to this master: send at once from this
+		// goroutine, as a batch of one (no hand-off, no allocation), and
+		// hand whatever queued meanwhile to a flusher.
+		b.running = true
+		b.mu.Unlock()
+		c := call{ctx: ctx, cmd: cmd, script: script}
+		if err := ctx.Err(); err != nil {
+			cmd.SetErr(err)
+		} else {
+			_ = b.c.Process(ctx, cmd)
+			b.retryNoScript(ctx, []*call{&c})
+		}
+		b.mu.Lock()
+		more := len(b.queue) > 0
+		b.running = more
+		b.mu.Unlock()
+		if more {
+			go b.flush()
+		}
+		return cmd.Err()
+	}
+	c := &call{ctx: ctx, cmd: cmd, script: script, done: make(chan struct{})}
 	b.queue = append(b.queue, c)
 	start := !b.running
 	b.running = true
