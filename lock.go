@@ -71,10 +71,12 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	l.mu.Unlock()
 
 	now := l.r.clock.Now()
-	t, ctxErr := l.fanout(ctx, now, func(ctx context.Context, n Node) (bool, error) {
+	// The next local waiter may try once every master has answered: then
+	// it can win all of them, not just a quorum.
+	wake := func() { l.r.waiters.wake(l.key) }
+	t, ctxErr := l.fanout(ctx, now, wake, func(ctx context.Context, n Node) (bool, error) {
 		return n.Release(ctx, l.key, l.value)
 	})
-	l.r.waiters.wake(l.key) // the next local waiter may try now
 	if !now.Before(until) {
 		return notHeld(l.key, "validity ended %v before Unlock; the critical section may have overlapped another holder", now.Sub(until))
 	}
@@ -113,7 +115,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return notHeld(l.key, "validity ended %v before Extend", start.Sub(until))
 	}
 
-	t, ctxErr := l.fanout(ctx, start, func(ctx context.Context, n Node) (bool, error) {
+	t, ctxErr := l.fanout(ctx, start, nil, func(ctx context.Context, n Node) (bool, error) {
 		return n.Extend(ctx, l.key, l.value, ttl)
 	})
 	if ctxErr != nil || !t.won() {
@@ -136,11 +138,12 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 
 // fanout sends op to every master, each request after the acquire still in
 // flight to that master, all bounded by the node timeout counted from when
-// that acquire's own deadline has passed.
-func (l *Lock) fanout(ctx context.Context, now time.Time, op nodeOp) (tally, error) {
+// that acquire's own deadline has passed. done, when not nil, is called once
+// every master has answered.
+func (l *Lock) fanout(ctx context.Context, now time.Time, done func(), op nodeOp) (tally, error) {
 	from := now
 	if l.acq.deadline.After(from) {
 		from = l.acq.deadline
 	}
-	return l.r.fanout(ctx, from.Add(l.cfg.nodeTimeout), l.acq, op)
+	return l.r.fanoutThen(ctx, from.Add(l.cfg.nodeTimeout), l.acq, op, done)
 }
