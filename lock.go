@@ -128,7 +128,10 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	l.extendMu.Lock() // nor before an Extend in flight returned
 	l.extendMu.Unlock()
 
-	t, ctxErr := l.fanout(ctx, l.r.clock.Now(), func(ctx context.Context, n Node) (bool, error) {
+	// The next local waiter may try once every master has answered: then
+	// it can win all of them, not just a quorum.
+	wake := func() { l.r.waiters.wake(l.key) }
+	t, ctxErr := l.fanout(ctx, l.r.clock.Now(), wake, func(ctx context.Context, n Node) (bool, error) {
 		return n.Release(ctx, l.key, l.value)
 	})
 	if !now.Before(until) {
@@ -189,7 +192,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return notHeld(l.key, "validity ended %v before Extend", start.Sub(until))
 	}
 
-	t, ctxErr := l.fanout(ctx, start, func(ctx context.Context, n Node) (bool, error) {
+	t, ctxErr := l.fanout(ctx, start, nil, func(ctx context.Context, n Node) (bool, error) {
 		return n.Extend(ctx, l.key, l.value, ttl)
 	})
 	l.mu.Lock()
@@ -239,8 +242,9 @@ func (l *Lock) cfgLocked() config {
 
 // fanout sends op to every master, each request after the acquire still in
 // flight to that master, all bounded by the node timeout counted from when
-// that acquire's own deadline has passed.
-func (l *Lock) fanout(ctx context.Context, now time.Time, op nodeOp) (tally, error) {
+// that acquire's own deadline has passed. done, when not nil, is called once
+// every master has answered.
+func (l *Lock) fanout(ctx context.Context, now time.Time, done func(), op nodeOp) (tally, error) {
 	l.mu.Lock()
 	acq := l.acquireLocked()
 	l.mu.Unlock()
@@ -248,7 +252,7 @@ func (l *Lock) fanout(ctx context.Context, now time.Time, op nodeOp) (tally, err
 	if acq != nil && acq.deadline.After(from) {
 		from = acq.deadline
 	}
-	return l.r.fanout(ctx, from.Add(l.cfg.nodeTimeout), acq, op)
+	return l.r.fanoutThen(ctx, from.Add(l.cfg.nodeTimeout), acq, op, done)
 }
 
 // acquireLocked returns the acquire attempt while later requests must

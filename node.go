@@ -104,7 +104,7 @@ func NewNode(c redis.UniversalClient) Node {
 	if c == nil || isNil(c) {
 		return nil
 	}
-	return &redisNode{c: c, name: clientName(c)}
+	return newPipelinedNode(&redisNode{c: c, name: clientName(c)}, c)
 }
 
 // clientName names the master behind c without its credentials.

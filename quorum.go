@@ -123,12 +123,19 @@ type fanout struct {
 	cancel  context.CancelFunc
 	op      nodeOp
 	after   *attempt
+	done    func() // nil, or called once all masters answered
 	replies chan reply
 	running atomic.Int32
 }
 
 func (r *Redlock) fanout(ctx context.Context, deadline time.Time, after *attempt, op nodeOp) (tally, error) {
-	f := &fanout{r: r, op: op, after: after, replies: make(chan reply, len(r.nodes))}
+	return r.fanoutThen(ctx, deadline, after, op, nil)
+}
+
+// fanoutThen is fanout that also calls done, in the background, once every
+// master has answered or timed out.
+func (r *Redlock) fanoutThen(ctx context.Context, deadline time.Time, after *attempt, op nodeOp, done func()) (tally, error) {
+	f := &fanout{r: r, op: op, after: after, done: done, replies: make(chan reply, len(r.nodes))}
 	f.ctx, f.cancel = context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	f.running.Store(int32(len(r.nodes)))
 	r.bg.Add(len(r.nodes))
@@ -147,6 +154,9 @@ func (f *fanout) run(i int) {
 	f.replies <- reply{node: i, ok: ok, err: err}
 	if f.running.Add(-1) == 0 {
 		f.cancel()
+		if f.done != nil {
+			f.done()
+		}
 	}
 }
 

@@ -68,7 +68,8 @@ type Redlock struct {
 	// nil when the caller owns them (New).
 	closeClients func() error
 	closeOnce    sync.Once
-	closeErr     error // closeClients' result, set inside closeOnce
+	closeErr     error   // closeClients' result, set inside closeOnce
+	waiters      waiters // this process's goroutines waiting in Lock, per key
 }
 
 // New returns a Redlock over the given masters, with opts as the defaults of
@@ -136,7 +137,21 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, 
 	if err != nil {
 		return nil, err
 	}
+	// Goroutines of this process already waiting for key go first (see
+	// [waiters]); w is our place in that queue once we wait too.
 	backoff := cfg.minBackoff
+	var w *waiter
+	defer func() {
+		if w != nil {
+			r.waiters.leave(key, w)
+		}
+	}()
+	if r.waiters.queued(key) {
+		w = r.waiters.join(key)
+		if !w.wait(ctx.Done(), r.waiters.pause(key, w, jitter(backoff), cfg.maxBackoff)) {
+			return nil, joinCtx(ErrNotObtained, ctx.Err())
+		}
+	}
 	for n := 1; ; n++ {
 		l, err := r.acquire(ctx, key, &cfg)
 		if err == nil {
@@ -145,13 +160,19 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, 
 		if ctx.Err() != nil || (cfg.maxAttempts > 0 && n >= cfg.maxAttempts) {
 			return nil, joinCtx(err, ctx.Err())
 		}
-		if sleep(ctx, backoff/2+rand.N(backoff/2+1)) != nil {
+		if w == nil {
+			w = r.waiters.join(key)
+		}
+		if !w.wait(ctx.Done(), r.waiters.pause(key, w, jitter(backoff), cfg.maxBackoff)) {
 			return nil, joinCtx(err, ctx.Err())
 		}
 		backoff = min(backoff, cfg.maxBackoff/2) * 2 // no overflow, whatever the bounds
 		backoff = max(backoff, cfg.minBackoff)
 	}
 }
+
+// jitter draws a pause at random from [d/2, d], so contending clients spread out.
+func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) }
 
 // TryLock makes one attempt to acquire the lock on key. The error wraps
 // [ErrNotObtained] when the key is held elsewhere or too few masters answered.
@@ -249,18 +270,6 @@ func newValue() string {
 	var b [16]byte
 	_, _ = crand.Read(b[:]) // never fails (the runtime aborts if it would)
 	return base64.RawURLEncoding.EncodeToString(b[:])
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // later returns the later of a and b.
