@@ -78,6 +78,27 @@ func TestACLMinimalUser(t *testing.T) {
 		}
 	}
 
+	// Renewals go in batches (ExtendBatch); after SCRIPT FLUSH they, like
+	// every script call, must fall back to EVAL, not SCRIPT LOAD, which the
+	// user may not run.
+	for _, cl := range clients(t, c.Addrs()) {
+		if err := cl.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := r.TryLock(ctx, testKey(t), WithAutoExtend(), WithTTL(300*time.Millisecond), WithMinValidity(0))
+	if err != nil {
+		t.Fatalf("TryLock as locker after SCRIPT FLUSH: %v", err)
+	}
+	select {
+	case <-l.Done():
+		t.Fatalf("auto-extend as locker lost the lock: %v", context.Cause(l.Context()))
+	case <-time.After(700 * time.Millisecond):
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock as locker after renewals: %v", err)
+	}
+
 	cs := clients(t, c.Addrs())
 	for _, cmd := range aclCommands {
 		user := "no-" + cmd[1:]

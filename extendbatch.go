@@ -34,7 +34,7 @@ var _ BatchExtender = (*redisNode)(nil)
 
 // ExtendBatch sends the extend script for every request in one go-redis
 // pipeline (EVALSHA). When the master does not know the script (after a
-// restart, say) it loads it once and sends those requests again.
+// restart, say) it sends those requests again as EVAL, which caches it.
 func (n *redisNode) ExtendBatch(ctx context.Context, reqs []ExtendRequest) ([]bool, []error) {
 	ok := make([]bool, len(reqs))
 	errs := make([]error, len(reqs))
@@ -47,7 +47,11 @@ func (n *redisNode) ExtendBatch(ctx context.Context, reqs []ExtendRequest) ([]bo
 		cmds := make([]*redis.Cmd, len(idx))
 		for j, i := range idx {
 			r := &reqs[i]
-			cmds[j] = pipe.EvalSha(ctx, extendScript.Hash(), []string{r.Key}, r.Value, r.TTL.Milliseconds())
+			if round == 0 {
+				cmds[j] = pipe.EvalSha(ctx, extendScript.Hash(), []string{r.Key}, r.Value, r.TTL.Milliseconds())
+			} else { // the master did not know the script: send its source
+				cmds[j] = pipe.Eval(ctx, extendLua, []string{r.Key}, r.Value, r.TTL.Milliseconds())
+			}
 		}
 		_, _ = pipe.Exec(ctx) // each command carries its own error
 		var again []int
@@ -57,15 +61,7 @@ func (n *redisNode) ExtendBatch(ctx context.Context, reqs []ExtendRequest) ([]bo
 				again = append(again, i)
 				continue
 			}
-			ok[i], errs[i] = flag(cmds[j].Int64())
-		}
-		if len(again) > 0 {
-			if err := extendScript.Load(ctx, n.c).Err(); err != nil {
-				for _, i := range again {
-					errs[i] = fmt.Errorf("loading the extend script: %w", err)
-				}
-				again = nil
-			}
+			ok[i], errs[i] = flag(cmds[j].Result())
 		}
 		idx = again
 	}

@@ -14,7 +14,7 @@ import (
 func TestBadInput(t *testing.T) {
 	cs := clients(t, masters.Addrs()[:3])
 	nodes := nodesOf(cs)
-	var typedNil *redisNode
+	var typedNil *pipelinedNode
 	r := newRedlock(t, nodes)
 
 	for _, tc := range []struct {

@@ -69,6 +69,14 @@ var (
 	extendScript        = redis.NewScript(extendLua)
 	acquireFencedScript = redis.NewScript(acquireFencedLua)
 	raiseFenceScript    = redis.NewScript(raiseFenceLua)
+
+	// scriptSource is what EVAL sends when a master lacks a script.
+	scriptSource = map[*redis.Script]string{
+		releaseScript:       releaseLua,
+		extendScript:        extendLua,
+		acquireFencedScript: acquireFencedLua,
+		raiseFenceScript:    raiseFenceLua,
+	}
 )
 
 // scripter is the part of a go-redis client a Node uses.
@@ -81,10 +89,11 @@ type scripter interface {
 var (
 	_ scripter = (*redis.Client)(nil)
 	_ scripter = (redis.UniversalClient)(nil)
-	_ Node     = (*redisNode)(nil)
 )
 
-// redisNode is a Node over a go-redis client.
+// redisNode is the go-redis client behind a Node and its name; the requests
+// themselves go through pipelinedNode's batcher (pipeline.go), renewals
+// through ExtendBatch (extendbatch.go).
 type redisNode struct {
 	c    scripter
 	name string
@@ -120,27 +129,6 @@ func clientName(c any) string {
 }
 
 func (n *redisNode) Name() string { return n.name }
-
-func (n *redisNode) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	return setReply(n.c.SetArgs(ctx, key, value, redis.SetArgs{Mode: "NX", TTL: ttl}).Result())
-}
-
-func (n *redisNode) AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (uint64, error) {
-	v, err := acquireFencedScript.Run(ctx, n.c, []string{key, FenceKey(key)}, value, ttl.Milliseconds()).Result()
-	return fence(key, v, err)
-}
-
-func (n *redisNode) RaiseFence(ctx context.Context, key, value string, token uint64) (bool, error) {
-	return flag(raiseFenceScript.Run(ctx, n.c, []string{key, FenceKey(key)}, value, token).Result())
-}
-
-func (n *redisNode) Extend(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	return flag(extendScript.Run(ctx, n.c, []string{key}, value, ttl.Milliseconds()).Result())
-}
-
-func (n *redisNode) Release(ctx context.Context, key, value string) (bool, error) {
-	return flag(releaseScript.Run(ctx, n.c, []string{key}, value).Result())
-}
 
 // isNil reports whether v is an interface holding a nil pointer (or other nil
 // reference), which a plain == nil check misses.

@@ -2,7 +2,7 @@ package redlock
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -27,50 +27,40 @@ func newPipelinedNode(n *redisNode, c redis.UniversalClient) *pipelinedNode {
 
 func (n *pipelinedNode) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
 	cmd := redis.NewStatusCmd(ctx, "set", key, value, "px", ttl.Milliseconds(), "nx")
-	err := n.b.do(ctx, cmd, nil)
-	if err == redis.Nil {
-		return false, nil
+	if err := n.b.do(ctx, cmd, nil); err != nil && !errors.Is(err, redis.Nil) {
+		return false, err
 	}
-	return err == nil, err
+	return setReply(cmd.Result())
 }
 
 func (n *pipelinedNode) AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (uint64, error) {
 	cmd := evalsha(ctx, acquireFencedScript, 2, key, FenceKey(key), value, ttl.Milliseconds())
-	if err := n.b.do(ctx, cmd, acquireFencedScript); err != nil {
-		return 0, err
-	}
-	v, err := cmd.Int64()
-	if err != nil {
-		return 0, err
-	}
-	if v < 0 {
-		return 0, fmt.Errorf("fence counter is negative (%d): %s was changed by hand", v, FenceKey(key))
-	}
-	return uint64(v), nil
+	v, err := n.run(ctx, cmd, acquireFencedScript)
+	return fence(key, v, err)
 }
 
 func (n *pipelinedNode) RaiseFence(ctx context.Context, key, value string, token uint64) (bool, error) {
 	cmd := evalsha(ctx, raiseFenceScript, 2, key, FenceKey(key), value, token)
-	if err := n.b.do(ctx, cmd, raiseFenceScript); err != nil {
-		return false, err
-	}
-	return flag(cmd.Int64())
+	return flag(n.run(ctx, cmd, raiseFenceScript))
 }
 
 func (n *pipelinedNode) Extend(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
 	cmd := evalsha(ctx, extendScript, 1, key, value, ttl.Milliseconds())
-	if err := n.b.do(ctx, cmd, extendScript); err != nil {
-		return false, err
-	}
-	return flag(cmd.Int64())
+	return flag(n.run(ctx, cmd, extendScript))
 }
 
 func (n *pipelinedNode) Release(ctx context.Context, key, value string) (bool, error) {
 	cmd := evalsha(ctx, releaseScript, 1, key, value)
-	if err := n.b.do(ctx, cmd, releaseScript); err != nil {
-		return false, err
+	return flag(n.run(ctx, cmd, releaseScript))
+}
+
+// run sends one script call through the batcher and returns its raw reply,
+// for the strict readers in reply.go.
+func (n *pipelinedNode) run(ctx context.Context, cmd *redis.Cmd, script *redis.Script) (any, error) {
+	if err := n.b.do(ctx, cmd, script); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
 	}
-	return flag(cmd.Int64())
+	return cmd.Result()
 }
 
 // evalsha is EVALSHA of s with numKeys keys followed by the arguments.
@@ -217,32 +207,21 @@ func (b *batcher) send(batch []*call) {
 	b.retryNoScript(ctx, batch)
 }
 
-// retryNoScript loads the scripts a master did not know (after a restart,
-// say) and runs their requests again: EVALSHA with a fallback to EVAL, as
-// go-redis's Script.Run does.
+// retryNoScript runs again, as EVAL with the script's source, the requests
+// whose master did not know the script (after a restart or SCRIPT FLUSH), as
+// go-redis's Script.Run does. EVAL also caches the script for the next
+// EVALSHA, and needs no permission beyond +eval (SCRIPT LOAD would).
 func (b *batcher) retryNoScript(ctx context.Context, batch []*call) {
-	var again []*call
 	for _, c := range batch {
-		if c.script != nil && isNoScript(c.cmd.Err()) {
-			again = append(again, c)
-		}
-	}
-	if len(again) == 0 {
-		return
-	}
-	loaded := map[*redis.Script]error{}
-	for _, c := range again {
-		err, ok := loaded[c.script]
-		if !ok {
-			err = c.script.Load(ctx, b.c).Err()
-			loaded[c.script] = err
-		}
-		if err != nil {
-			c.cmd.SetErr(err)
+		cmd, ok := c.cmd.(*redis.Cmd) // script calls are *redis.Cmd (evalsha)
+		if c.script == nil || !ok || !isNoScript(cmd.Err()) {
 			continue
 		}
-		c.cmd.SetErr(nil)
-		_ = b.c.Process(ctx, c.cmd)
+		args := cmd.Args() // evalsha, hash, numkeys, keys and arguments
+		eval := redis.NewCmd(ctx, append([]any{"eval", scriptSource[c.script]}, args[2:]...)...)
+		_ = b.c.Process(ctx, eval)
+		cmd.SetVal(eval.Val())
+		cmd.SetErr(eval.Err())
 	}
 }
 
