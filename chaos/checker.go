@@ -22,6 +22,8 @@ type Findings struct {
 	// that acquired later) had written: the writes a fencing token exists to
 	// reject. Accepted ones corrupted the resource.
 	StaleAccepted, StaleRejected int
+	// Rejected counts every write the fencing check rejected.
+	Rejected int
 
 	// During node faults (the whole run when there were none): acquire calls
 	// started, of which obtained, and the latency of those obtained.
@@ -78,6 +80,9 @@ func Check(h History) Findings {
 	writes := slices.Clone(h.Writes)
 	slices.SortFunc(writes, func(a, b Write) int { return int(a.Seq - b.Seq) })
 	for _, w := range writes {
+		if !w.Accepted {
+			f.Rejected++
+		}
 		holder, ok := byID[w.Holder]
 		if !ok {
 			continue // a write with no recorded holder: not made by the workload
