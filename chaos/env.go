@@ -23,6 +23,7 @@ type env struct {
 	quorum  int
 	ttl     time.Duration
 	fencing bool
+	end     time.Time // the workload runs until then, or until the script is done if later
 	keys    []string
 	rec     *recorder
 	res     *resource
@@ -49,17 +50,13 @@ func (e *env) lockOpts() []redlock.Option {
 	return opts
 }
 
-// newClient makes a client with the scenario's options; closeClients
-// closes it.
-func (e *env) newClient() (*client, error) {
+// newClient makes a client with the scenario's options, its masters'
+// Nodes wrapped by wrap when it is not nil; closeClients closes it.
+func (e *env) newClient(wrap func(int, redlock.Node) redlock.Node) (*client, error) {
 	e.mu.Lock()
 	id := e.nextID
 	e.nextID++
 	e.mu.Unlock()
-	var wrap func(int, redlock.Node) redlock.Node
-	if e.trig != nil {
-		wrap = e.trig.wrap
-	}
 	c, err := newClient(id, e.cl.Addrs(), wrap, e.lockOpts()...)
 	if err != nil {
 		return nil, err
@@ -82,13 +79,14 @@ func (e *env) closeClients() error {
 	return errors.Join(errs...)
 }
 
-// work is one workload client's loop: acquire a random key, write twice
-// with a short hold in between, release, until ctx ends.
+// work is one workload client's loop until ctx ends: acquire a random key
+// (Lock, retrying for up to a TTL), write twice with a short hold in
+// between, release.
 func (e *env) work(ctx context.Context, c *client) {
 	for ctx.Err() == nil {
 		e.gate.RLock()
 		key := e.keys[rand.IntN(len(e.keys))]
-		if h := e.acquire(ctx, c, key, 2*e.ttl); h != nil {
+		if h := e.acquire(ctx, c, key, e.ttl); h != nil {
 			e.write(h)
 			time.Sleep(e.holdTime/2 + rand.N(e.holdTime))
 			e.write(h)
@@ -158,31 +156,62 @@ func (e *env) restore() error {
 	)
 }
 
-// leaked counts the lock keys left on the masters that no fault touched,
-// once every holder has released: each is a lock that nobody holds and
-// that blocks the key until it expires.
-func (e *env) leaked(ctx context.Context) (int, error) {
+// leaked lists the lock keys left on the masters that no fault touched,
+// once every holder has released, each with the time it still had to live:
+// a lock that nobody holds and that blocks its key until it expires.
+func (e *env) leaked(ctx context.Context) ([]string, error) {
 	e.mu.Lock()
 	faulted := slices.Clone(e.faulted)
 	e.mu.Unlock()
-	var n int
+	var out []string
 	for i, addr := range e.cl.Addrs() {
 		if faulted[i] {
 			continue
 		}
 		r := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DisableIdentity: true})
 		keys, err := r.Keys(ctx, keyPrefix+"*").Result()
+		for _, k := range keys {
+			if err != nil || strings.HasSuffix(k, redlock.FenceKey("")) {
+				continue
+			}
+			var ttl time.Duration
+			var v string
+			ttl, err = r.PTTL(ctx, k).Result()
+			if err == nil {
+				v, err = r.Get(ctx, k).Result()
+			}
+			out = append(out, fmt.Sprintf("master %d: %s (expires in %v; %s)", i, k, ttl, e.whose(v)))
+		}
 		r.Close()
 		if err != nil {
-			return 0, fmt.Errorf("master %d (%s): list keys: %w", i, addr, err)
-		}
-		for _, k := range keys {
-			if !strings.HasSuffix(k, redlock.FenceKey("")) {
-				n++
-			}
+			return out, fmt.Errorf("master %d (%s): list keys: %w", i, addr, err)
 		}
 	}
-	return n, nil
+	return out, nil
+}
+
+// whose says which recorded holder a lock value belongs to.
+func (e *env) whose(value string) string {
+	for _, a := range e.rec.history().Acquires {
+		if a.OK && a.Value == value {
+			return fmt.Sprintf("holder #%d, released at %v, valid until %v", a.ID, a.Released, a.Until)
+		}
+	}
+	return "no holder: a failed attempt's"
+}
+
+// reset empties every master (lock keys and fence counters) for the next
+// scenario on the same cluster. The masters must be running and reachable.
+func reset(ctx context.Context, cl cluster.Cluster) error {
+	var errs []error
+	for i, addr := range cl.Addrs() {
+		r := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 2, DisableIdentity: true})
+		if err := r.FlushAll(ctx).Err(); err != nil {
+			errs = append(errs, fmt.Errorf("master %d (%s): FLUSHALL: %w", i, addr, err))
+		}
+		r.Close()
+	}
+	return errors.Join(errs...)
 }
 
 // keyPrefix starts every key the workload locks.
@@ -200,11 +229,5 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// left is the time until ctx's deadline.
-func left(ctx context.Context) time.Duration {
-	d, ok := ctx.Deadline()
-	if !ok {
-		return time.Hour
-	}
-	return time.Until(d)
-}
+// left is the time until the workload's planned end.
+func (e *env) left() time.Duration { return time.Until(e.end) }

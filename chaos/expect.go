@@ -35,8 +35,6 @@ var (
 		func(o *outcome) bool { return o.StaleRejected > 0 && o.StaleAccepted == 0 }}
 	available = expectation{"available during the faults (at least half the acquires succeed)",
 		func(o *outcome) bool { return o.FaultAttempts > 0 && o.Availability() >= 0.5 }}
-	noLeak = expectation{"no lock left behind on an untouched master",
-		func(o *outcome) bool { return o.leaked == 0 }}
 	midAcquireFired = expectation{"the mid-acquire trigger fired",
 		func(o *outcome) bool { return countFaults(o.h, kindKillMidAcquire) > 0 }}
 	failWhileDown = expectation{"no acquire started while a majority was down succeeds before the restart",

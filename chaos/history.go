@@ -24,6 +24,7 @@ type Acquire struct {
 	Until    time.Duration // the lock's validity ended: Lock.Until (OK only)
 	Released time.Duration // Unlock was called; -1 if it never was (OK only)
 	Token    uint64        // fencing token, 0 without fencing
+	Value    string        `json:",omitempty"` // the lock's random value on the masters (OK only)
 }
 
 // end is the moment the holding stopped counting as held: the earlier of the

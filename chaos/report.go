@@ -26,7 +26,8 @@ type ScenarioReport struct {
 
 	Faults []Fault
 	Findings
-	Leaked int // lock keys left on untouched masters after every holder released
+	Leaked     int      // lock keys left on untouched masters after every holder released
+	LeakedKeys []string `json:",omitempty"` // which, where, and how long they still had to live
 
 	Outcome  string   // what happened, in a few words
 	Expect   []string // what the scenario must show
@@ -78,6 +79,9 @@ func (r Report) WriteTable(w io.Writer) error {
 				fmt.Fprintf(w, " (and %d more)", n)
 			}
 			fmt.Fprintln(w)
+		}
+		for _, k := range s.LeakedKeys {
+			fmt.Fprintf(w, "\n%s: left behind on %s\n", s.Name, k)
 		}
 		if !s.Expected {
 			fmt.Fprintf(w, "\n%s: UNEXPECTED; it must show: %s\n  not shown: %s\n",

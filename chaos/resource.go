@@ -43,9 +43,9 @@ type resource struct {
 	rec   *recorder
 	guard guard
 
-	mu         sync.Mutex // serialises writes; guards the fields below and the guard
-	seq        int64
-	lastWriter map[string]int // key -> Acquire.ID of the last accepted write
+	mu     sync.Mutex // serialises writes; guards the fields below and the guard
+	seq    int64
+	newest map[string]int // key -> the highest Acquire.ID that wrote to it
 }
 
 func newResource(rec *recorder, fencing bool) *resource {
@@ -53,7 +53,7 @@ func newResource(rec *recorder, fencing bool) *resource {
 	if fencing {
 		g = newFenceGuard()
 	}
-	return &resource{rec: rec, guard: g, lastWriter: make(map[string]int)}
+	return &resource{rec: rec, guard: g, newest: make(map[string]int)}
 }
 
 // write makes holder's write to key, through the guard, records it, and
@@ -63,27 +63,26 @@ func (r *resource) write(holder int, key string, token uint64) bool {
 	defer r.mu.Unlock()
 	r.seq++
 	ok := r.guard.admit(key, token)
-	if ok {
-		r.lastWriter[key] = holder
+	if n, seen := r.newest[key]; !seen || holder > n {
+		r.newest[key] = holder
 	}
 	r.rec.write(Write{Seq: r.seq, Holder: holder, Key: key, At: r.rec.now(), Token: token, Accepted: ok})
 	return ok
 }
 
-// writtenByOther reports whether the last accepted write to key came from a
-// holder other than holder.
-func (r *resource) writtenByOther(key string, holder int) bool {
+// newerWrote reports whether a holder recorded after holder (Acquire IDs
+// grow in the order acquisitions are recorded) has written to key.
+func (r *resource) newerWrote(key string, holder int) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	w, ok := r.lastWriter[key]
-	return ok && w != holder
+	return r.newest[key] > holder
 }
 
-// waitWrittenByOther polls until another holder wrote to key, or d passed
-// or done closed; it reports whether another holder wrote.
-func (r *resource) waitWrittenByOther(done <-chan struct{}, key string, holder int, d time.Duration) bool {
+// waitNewerWrote polls until a newer holder wrote to key, or d passed or
+// done closed; it reports whether one wrote.
+func (r *resource) waitNewerWrote(done <-chan struct{}, key string, holder int, d time.Duration) bool {
 	deadline := time.Now().Add(d)
-	for !r.writtenByOther(key, holder) {
+	for !r.newerWrote(key, holder) {
 		if time.Now().After(deadline) {
 			return false
 		}

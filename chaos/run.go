@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlock/redlock"
 	"github.com/redlock/redlock/chaos/cluster"
 )
 
@@ -41,7 +42,8 @@ type Config struct {
 	// on (default 1).
 	Nodes, Clients, Keys int
 	// Duration is how long each scenario's workload runs. Default 10 s. A
-	// scenario whose script needs longer (a few TTLs) runs longer.
+	// scenario plays at least one round of its faults in full, so one whose
+	// script needs longer (a few TTLs, slow Docker operations) runs longer.
 	Duration time.Duration
 	// TTL is the lock TTL of the workload (scripted holders in the restart
 	// scenarios use twice it). Default 1 s.
@@ -124,24 +126,30 @@ func (c Config) resolved() (Config, []scenario, error) {
 	return c, run, nil
 }
 
-// Run runs the scenarios, each on a fresh cluster that it removes
-// afterwards, and reports what each found. A scenario that could not run
+// Run starts the masters, runs the scenarios one after another on them
+// (every master brought back and emptied in between), removes the masters,
+// and reports what each scenario found. A scenario that could not play out
 // (a fault failed to apply) is reported with its error and counts as
-// unexpected. Run returns an error when the configuration is invalid, a
-// cluster cannot be started, or ctx ended; the report then holds the
-// scenarios that finished.
-func Run(ctx context.Context, cfg Config) (Report, error) {
+// unexpected. Run returns an error when the configuration is invalid, the
+// masters cannot be started, brought back or removed, or ctx ended; the
+// report then holds the scenarios that finished.
+func Run(ctx context.Context, cfg Config) (_ Report, err error) {
 	cfg, run, err := cfg.resolved()
 	rep := Report{Backend: cfg.Backend, Nodes: cfg.Nodes, Clients: cfg.Clients, Keys: cfg.Keys, TTL: cfg.TTL, Duration: cfg.Duration}
 	if err != nil {
 		return rep, err
 	}
+	cl, err := newCluster(ctx, cfg.Backend, cfg.Nodes)
+	if err != nil {
+		return rep, fmt.Errorf("chaos: start %d masters (%s): %w", cfg.Nodes, cfg.Backend, err)
+	}
+	defer func() { err = errors.Join(err, cl.Close()) }()
 	for i, sc := range run {
-		sr, err := runScenario(ctx, cfg, sc, i+1, len(run))
+		sr, err := runScenario(ctx, cl, cfg, sc, i+1, len(run))
+		rep.Scenarios = append(rep.Scenarios, sr)
 		if err != nil {
 			return rep, fmt.Errorf("chaos: %s: %w", sc.name, err)
 		}
-		rep.Scenarios = append(rep.Scenarios, sr)
 		if ctx.Err() != nil {
 			return rep, ctx.Err()
 		}
@@ -159,16 +167,15 @@ func newCluster(ctx context.Context, backend string, n int) (cluster.Cluster, er
 	return cluster.NewProcess(cluster.Options{N: n})
 }
 
-// runScenario runs one scenario on a cluster of its own. The error is for a
-// cluster that cannot be started or closed; what goes wrong inside the
-// scenario is in the report.
-func runScenario(ctx context.Context, cfg Config, sc scenario, index, total int) (_ ScenarioReport, err error) {
-	cl, err := newCluster(ctx, cfg.Backend, cfg.Nodes)
-	if err != nil {
-		return ScenarioReport{}, err
+// runScenario runs one scenario on cl, which it first empties. The error
+// is for a cluster that cannot be brought back to health; what goes wrong
+// inside the scenario is in the report.
+func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenario, index, total int) (ScenarioReport, error) {
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := reset(rctx, cl); err != nil {
+		return ScenarioReport{Name: sc.name, Err: err.Error()}, err
 	}
-	defer func() { err = errors.Join(err, cl.Close()) }()
-
 	rec := newRecorder()
 	e := &env{
 		cl: cl, n: cfg.Nodes, quorum: cfg.Nodes/2 + 1, ttl: cfg.TTL, fencing: sc.fencing,
@@ -181,16 +188,20 @@ func runScenario(ctx context.Context, cfg Config, sc scenario, index, total int)
 	if sc.midAcquire {
 		e.trig = newTrigger(cfg.Nodes)
 	}
-	d := max(cfg.Duration, time.Duration(sc.minTTLs)*cfg.TTL)
+	d := cfg.Duration
 	sr := ScenarioReport{Name: sc.name, About: sc.about, Fencing: sc.fencing}
 	for _, w := range sc.want {
 		sr.Expect = append(sr.Expect, w.what)
 	}
 
 	var errs []error
+	var wrap func(int, redlock.Node) redlock.Node
+	if e.trig != nil {
+		wrap = e.trig.wrap
+	}
 	var workers []*client
 	for range cfg.Clients {
-		c, err := e.newClient()
+		c, err := e.newClient(wrap)
 		if err != nil {
 			errs = append(errs, err)
 			break
@@ -198,51 +209,53 @@ func runScenario(ctx context.Context, cfg Config, sc scenario, index, total int)
 		workers = append(workers, c)
 	}
 	start := time.Now()
+	e.end = start.Add(d)
 	if len(errs) == 0 {
-		wctx, cancel := context.WithTimeout(ctx, d)
+		wctx, cancel := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		for _, c := range workers {
 			wg.Go(func() { e.work(wctx, c) })
 		}
 		stop := make(chan struct{})
 		if cfg.Progress != nil {
-			wg.Go(func() { progress(stop, wctx, cfg.Progress, e, sc.name, index, total, d) })
+			wg.Go(func() { progress(stop, cfg.Progress, e, sc.name, index, total, d) })
 		}
-		errs = append(errs, sc.script(wctx, e))
-		<-wctx.Done()
+		errs = append(errs, sc.script(ctx, e))
+		sleep(ctx, e.left()) // the workload runs at least d
+		cancel()
 		close(stop)
 		wg.Wait()
-		cancel()
 	}
 	if e.trig != nil {
 		e.trig.wait()
 	}
-	errs = append(errs, e.restore(), e.closeClients())
+	restoreErr := e.restore()
+	errs = append(errs, restoreErr, e.closeClients())
 	sr.Took = time.Since(start)
 	if err := errors.Join(errs...); err != nil {
 		sr.Err = err.Error()
 	}
 
-	lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	lctx, lcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer lcancel()
 	leaked, err := e.leaked(lctx)
 	if err != nil && sr.Err == "" {
 		sr.Err = err.Error()
 	}
 	h := rec.history()
-	o := &outcome{Findings: Check(h), h: h, leaked: leaked}
-	sr.Findings, sr.Faults, sr.Leaked = o.Findings, h.Faults, leaked
+	o := &outcome{Findings: Check(h), h: h, leaked: len(leaked)}
+	sr.Findings, sr.Faults, sr.Leaked, sr.LeakedKeys = o.Findings, h.Faults, len(leaked), leaked
 	sr.Outcome = summary(o.Findings)
 	sr.Failed = judge(o, sc.want)
 	if sr.Err != "" {
 		sr.Failed = append(sr.Failed, "the scenario ran to the end: "+sr.Err)
 	}
 	sr.Expected = len(sr.Failed) == 0
-	return sr, nil
+	return sr, restoreErr
 }
 
 // progress calls report every 200ms until stop closes.
-func progress(stop <-chan struct{}, ctx context.Context, report func(Progress), e *env, name string, index, total int, d time.Duration) {
+func progress(stop <-chan struct{}, report func(Progress), e *env, name string, index, total int, d time.Duration) {
 	start := time.Now()
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
