@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/redlock/redlock/chaos/cluster"
 )
 
@@ -54,6 +55,10 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	cfg := Config{Backend: *backend, Scenarios: []string{*scenario}, Nodes: *nodes, Clients: *clients, Keys: *keys, Duration: *duration, TTL: *ttl}
+	// go-redis logs every failed dial through a process-wide logger; under
+	// injected faults that is hundreds of expected lines. Command runs as
+	// the process's entry point, so it may silence them.
+	redis.SetLogger(quietLogger{})
 	live := isTerminal(stdout)
 	if live {
 		cfg.Progress = func(p Progress) {
@@ -106,3 +111,8 @@ func isTerminal(w io.Writer) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
+
+// quietLogger drops go-redis's log lines.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
