@@ -29,6 +29,12 @@ type Findings struct {
 	// started, of which obtained, and the latency of those obtained.
 	FaultAttempts, FaultAcquired int
 	P50, P99                     time.Duration
+
+	// MaxGap is the longest stretch of a fault on masters in which no
+	// client acquired any lock: how long the lock service stood still. An
+	// acquire call's own success rate mixes in the contention between
+	// clients; a gap does not. Zero when no master was faulted.
+	MaxGap time.Duration
 }
 
 // Overlap is two holders of Key at once.
@@ -119,7 +125,29 @@ func Check(h History) Findings {
 		}
 	}
 	f.P50, f.P99 = percentile(lat, 50), percentile(lat, 99)
+	f.MaxGap = maxGap(windows, h.Acquires)
 	return f
+}
+
+// maxGap is the longest time within a window between the window's start,
+// the acquisitions inside it and its end.
+func maxGap(ws []window, as []Acquire) time.Duration {
+	var gap time.Duration
+	for _, w := range ws {
+		last := w.from
+		var in []time.Duration
+		for _, a := range as {
+			if a.OK && a.Acquired > w.from && a.Acquired < w.to {
+				in = append(in, a.Acquired)
+			}
+		}
+		slices.Sort(in)
+		for _, t := range append(in, w.to) {
+			gap = max(gap, t-last)
+			last = t
+		}
+	}
+	return gap
 }
 
 // overlaps finds the pairs of holdings of one key whose windows intersect.

@@ -155,6 +155,9 @@ func TestCheckAvailabilityDuringFaults(t *testing.T) {
 	if f.FaultAttempts != 2 || f.FaultAcquired != 1 || f.Availability() != 0.5 {
 		t.Fatalf("during faults: %d of %d, availability %v; want 1 of 2, 0.5", f.FaultAcquired, f.FaultAttempts, f.Availability())
 	}
+	if f.MaxGap != 80*ms { // from #1 acquired at 120ms to the end of the kill at 200ms
+		t.Errorf("max gap %v, want 80ms", f.MaxGap)
+	}
 	if f.P50 != 20*ms || f.P99 != 20*ms {
 		t.Fatalf("p50 %v p99 %v, want 20ms", f.P50, f.P99)
 	}

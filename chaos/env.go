@@ -79,11 +79,21 @@ func (e *env) closeClients() error {
 	return errors.Join(errs...)
 }
 
-// work is one workload client's loop until ctx ends: acquire a random key
-// (Lock, retrying for up to a TTL), write twice with a short hold in
-// between, release.
-func (e *env) work(ctx context.Context, c *client) {
-	for ctx.Err() == nil {
+// work is one workload client's loop until stop closes: acquire a random
+// key (Lock, retrying for up to a TTL), write twice with a short hold in
+// between, release. A call in progress when stop closes runs to its end:
+// cancelling it would leave keys that its rollback cannot be sure to
+// remove (see the report's LEAKED column), and that would be the harness's
+// doing. ctx ends the loop at once (Ctrl-C).
+func (e *env) work(ctx context.Context, stop <-chan struct{}, c *client) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		default:
+		}
 		e.gate.RLock()
 		key := e.keys[rand.IntN(len(e.keys))]
 		if h := e.acquire(ctx, c, key, e.ttl); h != nil {

@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // outcome is what a scenario run produced, for its expectations to judge.
@@ -10,6 +11,7 @@ type outcome struct {
 	Findings
 	h      History
 	leaked int
+	ttl    time.Duration // of the workload's locks
 }
 
 // expectation is one property a scenario's run must have.
@@ -33,8 +35,8 @@ var (
 		func(o *outcome) bool { return o.StaleAccepted > 0 }}
 	staleRejected = expectation{"every stale write is rejected by fencing",
 		func(o *outcome) bool { return o.StaleRejected > 0 && o.StaleAccepted == 0 }}
-	available = expectation{"available during the faults (at least half the acquires succeed)",
-		func(o *outcome) bool { return o.FaultAttempts > 0 && o.Availability() >= 0.5 }}
+	available = expectation{"available during the faults (no stretch of a TTL without an acquisition)",
+		func(o *outcome) bool { return o.FaultAttempts > 0 && o.MaxGap < o.ttl }}
 	midAcquireFired = expectation{"the mid-acquire trigger fired",
 		func(o *outcome) bool { return countFaults(o.h, kindKillMidAcquire) > 0 }}
 	failWhileDown = expectation{"no acquire started while a majority was down succeeds before the restart",

@@ -62,10 +62,10 @@ func (r Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "backend %s: %d masters, %d clients, %d keys, TTL %v, %v per scenario\n\n",
 		r.Backend, r.Nodes, r.Clients, r.Keys, r.TTL, r.Duration)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCENARIO\tFAULTS\tACQUIRED\tAVAIL\tOVERLAPS\tLATE acc/rej\tSTALE acc/rej\tp50\tp99\tLEAKED\tOUTCOME\tVERDICT")
+	fmt.Fprintln(tw, "SCENARIO\tFAULTS\tACQUIRED\tAVAIL\tGAP\tOVERLAPS\tLATE acc/rej\tSTALE acc/rej\tp50\tp99\tLEAKED\tOUTCOME\tVERDICT")
 	for _, s := range r.Scenarios {
-		fmt.Fprintf(tw, "%s\t%d\t%d/%d\t%.0f%%\t%d\t%d/%d\t%d/%d\t%v\t%v\t%d\t%s\t%s\n",
-			s.Name, len(s.Faults), s.Acquired, s.Attempts, 100*s.Availability(), len(s.Overlaps),
+		fmt.Fprintf(tw, "%s\t%d\t%d/%d\t%.0f%%\t%v\t%d\t%d/%d\t%d/%d\t%v\t%v\t%d\t%s\t%s\n",
+			s.Name, len(s.Faults), s.Acquired, s.Attempts, 100*s.Availability(), roundLatency(s.MaxGap), len(s.Overlaps),
 			s.LateAccepted, s.LateRejected, s.StaleAccepted, s.StaleRejected,
 			roundLatency(s.P50), roundLatency(s.P99), s.Leaked, s.Outcome, s.Verdict())
 	}
@@ -88,7 +88,8 @@ func (r Report) WriteTable(w io.Writer) error {
 				s.Name, strings.Join(s.Expect, "; "), strings.Join(s.Failed, "; "))
 		}
 	}
-	fmt.Fprintln(w, "\nAVAIL, p50 and p99 are over the acquires started while masters were faulted (the whole run when none were);")
+	fmt.Fprintln(w, "\nAVAIL (acquire calls that got the lock within a TTL), p50 and p99 are over the calls started while masters")
+	fmt.Fprintln(w, "were faulted (the whole run when none were); GAP: the longest stretch of such a fault with no acquisition at all;")
 	fmt.Fprintln(w, "LATE: writes after the holder's validity ended; STALE: writes after a newer holder of the key had written.")
 	return nil
 }

@@ -211,18 +211,16 @@ func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenari
 	start := time.Now()
 	e.end = start.Add(d)
 	if len(errs) == 0 {
-		wctx, cancel := context.WithCancel(ctx)
+		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		for _, c := range workers {
-			wg.Go(func() { e.work(wctx, c) })
+			wg.Go(func() { e.work(ctx, stop, c) })
 		}
-		stop := make(chan struct{})
 		if cfg.Progress != nil {
 			wg.Go(func() { progress(stop, cfg.Progress, e, sc.name, index, total, d) })
 		}
 		errs = append(errs, sc.script(ctx, e))
 		sleep(ctx, e.left()) // the workload runs at least d
-		cancel()
 		close(stop)
 		wg.Wait()
 	}
@@ -243,7 +241,7 @@ func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenari
 		sr.Err = err.Error()
 	}
 	h := rec.history()
-	o := &outcome{Findings: Check(h), h: h, leaked: len(leaked)}
+	o := &outcome{Findings: Check(h), h: h, leaked: len(leaked), ttl: cfg.TTL}
 	sr.Findings, sr.Faults, sr.Leaked, sr.LeakedKeys = o.Findings, h.Faults, len(leaked), leaked
 	sr.Outcome = summary(o.Findings)
 	sr.Failed = judge(o, sc.want)
