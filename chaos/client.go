@@ -98,11 +98,13 @@ func (e *env) write(h *holding) bool {
 }
 
 // release records the call to Unlock and makes it, with a fresh context:
-// the run's may have ended. Its error is expected after a fault (the key
-// gone from a quorum, validity over) and is not a finding.
+// the run's may have ended. Its error is recorded; it is expected after a
+// fault (the key gone from a quorum, validity over) and is not a finding.
 func (e *env) release(h *holding) {
 	e.rec.released(h.id, e.rec.now())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_ = h.lock.Unlock(ctx)
+	if err := h.lock.Unlock(ctx); err != nil {
+		e.rec.unlockFailed(h.id, err)
+	}
 }

@@ -26,7 +26,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("redlock chaos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	backend := fs.String("backend", "", "docker or process (default: docker when an engine answers, else process)")
-	scenario := fs.String("scenario", "all", "a scenario name, or all: "+strings.Join(ScenarioNames(), ", "))
+	scenario := fs.String("scenario", "all", "scenario names, comma-separated, or all: "+strings.Join(ScenarioNames(), ", "))
 	nodes := fs.Int("nodes", DefaultNodes, "Redis masters")
 	clients := fs.Int("clients", DefaultClients, "contending clients")
 	keys := fs.Int("keys", DefaultKeys, "keys they contend on")
@@ -54,7 +54,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	cfg := Config{Backend: *backend, Scenarios: []string{*scenario}, Nodes: *nodes, Clients: *clients, Keys: *keys, Duration: *duration, TTL: *ttl}
+	cfg := Config{Backend: *backend, Scenarios: strings.Split(*scenario, ","), Nodes: *nodes, Clients: *clients, Keys: *keys, Duration: *duration, TTL: *ttl}
 	// go-redis logs every failed dial through a process-wide logger; under
 	// injected faults that is hundreds of expected lines. Command runs as
 	// the process's entry point, so it may silence them.

@@ -3,7 +3,6 @@ package chaos
 import (
 	"fmt"
 	"strings"
-	"time"
 )
 
 // outcome is what a scenario run produced, for its expectations to judge.
@@ -11,7 +10,6 @@ type outcome struct {
 	Findings
 	h      History
 	leaked int
-	ttl    time.Duration // of the workload's locks
 }
 
 // expectation is one property a scenario's run must have.
@@ -35,8 +33,8 @@ var (
 		func(o *outcome) bool { return o.StaleAccepted > 0 }}
 	staleRejected = expectation{"every stale write is rejected by fencing",
 		func(o *outcome) bool { return o.StaleRejected > 0 && o.StaleAccepted == 0 }}
-	available = expectation{"available during the faults (no stretch of a TTL without an acquisition)",
-		func(o *outcome) bool { return o.FaultAttempts > 0 && o.MaxGap < o.ttl }}
+	available = expectation{"available: locks are acquired while the fault is in force",
+		func(o *outcome) bool { return o.acquiredDuringFaults() > 0 }}
 	midAcquireFired = expectation{"the mid-acquire trigger fired",
 		func(o *outcome) bool { return countFaults(o.h, kindKillMidAcquire) > 0 }}
 	failWhileDown = expectation{"no acquire started while a majority was down succeeds before the restart",
@@ -70,6 +68,23 @@ var (
 			return false
 		}}
 )
+
+// acquiredDuringFaults counts the acquire calls that both began and got the
+// lock while a fault on masters was in force.
+func (o *outcome) acquiredDuringFaults() int {
+	n := 0
+	for _, f := range o.h.Faults {
+		if len(f.Nodes) == 0 {
+			continue
+		}
+		for _, a := range o.h.Acquires {
+			if a.OK && a.Start >= f.At && a.Acquired <= f.End {
+				n++
+			}
+		}
+	}
+	return n
+}
 
 // Kinds of fault in the history.
 const (

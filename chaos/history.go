@@ -25,6 +25,7 @@ type Acquire struct {
 	Released time.Duration // Unlock was called; -1 if it never was (OK only)
 	Token    uint64        // fencing token, 0 without fencing
 	Value    string        `json:",omitempty"` // the lock's random value on the masters (OK only)
+	Unlock   string        `json:",omitempty"` // Unlock's error, if it returned one
 }
 
 // end is the moment the holding stopped counting as held: the earlier of the
@@ -94,6 +95,13 @@ func (r *recorder) released(id int, at time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.h.Acquires[id].Released = at
+}
+
+// unlockFailed records the error Unlock returned to holder id.
+func (r *recorder) unlockFailed(id int, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.h.Acquires[id].Unlock = err.Error()
 }
 
 func (r *recorder) write(w Write) {

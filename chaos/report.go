@@ -34,6 +34,8 @@ type ScenarioReport struct {
 	Expected bool     // every expectation held
 	Failed   []string `json:",omitempty"` // the expectations that did not
 	Err      string   `json:",omitempty"` // the scenario could not run to the end
+
+	History History // every acquire, write and fault, for --json
 }
 
 // Unexpected returns the names of the scenarios whose verdict was not the

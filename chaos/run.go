@@ -241,8 +241,8 @@ func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenari
 		sr.Err = err.Error()
 	}
 	h := rec.history()
-	o := &outcome{Findings: Check(h), h: h, leaked: len(leaked), ttl: cfg.TTL}
-	sr.Findings, sr.Faults, sr.Leaked, sr.LeakedKeys = o.Findings, h.Faults, len(leaked), leaked
+	o := &outcome{Findings: Check(h), h: h, leaked: len(leaked)}
+	sr.Findings, sr.Faults, sr.Leaked, sr.LeakedKeys, sr.History = o.Findings, h.Faults, len(leaked), leaked, h
 	sr.Outcome = summary(o.Findings)
 	sr.Failed = judge(o, sc.want)
 	if sr.Err != "" {

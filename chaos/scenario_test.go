@@ -10,9 +10,13 @@ import (
 	"github.com/redlock/redlock/chaos/cluster"
 )
 
-// testDuration is each scenario's workload time in tests; every scenario
-// plays at least one round of its faults, which may take longer.
-const testDuration = 3 * time.Second
+// Tests run each scenario briefly (every scenario plays at least one round
+// of its faults, which may take longer) with fewer clients than the
+// command, to keep the load down under -race on a small machine.
+const (
+	testDuration = 3 * time.Second
+	testClients  = 4
+)
 
 func TestScenariosProcess(t *testing.T) {
 	t.Parallel()
@@ -39,7 +43,7 @@ func runScenarios(t *testing.T, backend string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rep, err := Run(ctx, Config{Backend: backend, Scenarios: names, Duration: testDuration})
+	rep, err := Run(ctx, Config{Backend: backend, Scenarios: names, Duration: testDuration, Clients: testClients})
 	var b strings.Builder
 	rep.WriteTable(&b)
 	t.Log("\n" + b.String())
