@@ -256,7 +256,7 @@ func TestNoOverlapUnderContention(t *testing.T) {
 		rounds = 20
 	}
 	r := newRedlock(t, nodesOf(clients(t, masters.Addrs())),
-		WithTTL(5*time.Second), WithBackoff(time.Millisecond, 20*time.Millisecond))
+		WithTTL(5*time.Second), WithNodeTimeout(time.Second), WithBackoff(time.Millisecond, 20*time.Millisecond))
 	key := testKey(t)
 	var inside, maxInside, total atomic.Int64
 	var wg sync.WaitGroup
