@@ -137,8 +137,8 @@ func TestEarlyDecision(t *testing.T) {
 		t.Errorf("with a majority 2s slow the acquire took %v; want about the 300ms node timeout", took)
 	}
 	var qe *QuorumError
-	if !errors.As(err, &qe) || qe.Failed != 3 || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("error %v: want 3 failed masters that timed out", err)
+	if !errors.As(err, &qe) || qe.Failed < 3 || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error %v: want at least 3 failed masters that timed out", err)
 	}
 }
 
