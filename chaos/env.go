@@ -27,18 +27,18 @@ type env struct {
 	keys    []string
 	rec     *recorder
 	res     *resource
-	trig    *trigger // nil unless the scenario acquires through a trigger
+	trig    *trigger      // nil unless the scenario acquires through a trigger
+	hold    time.Duration // a critical section lasts hold/2 to 3/2 hold
 
 	// gate lets a script quiet the workload: every client iteration holds
 	// it for reading; a script that takes it for writing waits for the
 	// iterations in flight and holds back new ones.
 	gate sync.RWMutex
 
-	mu       sync.Mutex // guards faulted and clients
-	faulted  []bool     // masters touched by a fault in this run
-	clients  []*client
-	nextID   int
-	holdTime time.Duration
+	mu      sync.Mutex // guards faulted, clients and nextID
+	faulted []bool     // masters touched by a fault in this run
+	clients []*client
+	nextID  int // the next client's id
 }
 
 // lockOpts are the options of every client's Redlock.
@@ -98,7 +98,7 @@ func (e *env) work(ctx context.Context, stop <-chan struct{}, c *client) {
 		key := e.keys[rand.IntN(len(e.keys))]
 		if h := e.acquire(ctx, c, key, e.ttl); h != nil {
 			e.write(h)
-			time.Sleep(e.holdTime/2 + rand.N(e.holdTime))
+			time.Sleep(e.hold/2 + rand.N(e.hold))
 			e.write(h)
 			e.release(h)
 		}

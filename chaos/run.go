@@ -180,7 +180,7 @@ func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenari
 	e := &env{
 		cl: cl, n: cfg.Nodes, quorum: cfg.Nodes/2 + 1, ttl: cfg.TTL, fencing: sc.fencing,
 		rec: rec, res: newResource(rec, sc.fencing), faulted: make([]bool, cfg.Nodes),
-		holdTime: 4 * time.Millisecond,
+		hold: 4 * time.Millisecond,
 	}
 	for k := range cfg.Keys {
 		e.keys = append(e.keys, fmt.Sprintf("%s%d", keyPrefix, k))
