@@ -121,6 +121,7 @@ func TestUnlockWhenKeyGoneFromQuorum(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	settle(r) // TryLock returns at the quorum; a SET still in flight could land after the Del
 	cs[0].Set(ctx, key, foreign, time.Minute)
 	cs[1].Del(ctx, key)
 	err = l.Unlock(ctx)
