@@ -3,8 +3,9 @@
 // pause, and network partition.
 //
 // [Cluster] is the backend-neutral contract. [Docker] implements it with one
-// container per master, managed through github.com/ory/dockertest/v3; a
-// process-based implementation can satisfy the same interface.
+// container per master, managed through github.com/ory/dockertest/v3;
+// [Process] with local redis-server processes, each behind a fault-injecting
+// TCP proxy (no Docker needed).
 //
 // What a client sees under each fault (measured against the Docker backend,
 // see [Docker] for the details):
@@ -14,8 +15,8 @@
 //   - Pause: every request times out; the kernel still accepts connections.
 //   - Partition: every request and every new connection times out.
 //
-// Another backend may differ (a killed local process refuses connections at
-// once), so the harness should depend only on "fails" versus "times out",
+// [Process] differs for Kill (the proxy closes the connection at once: an
+// error, not a timeout), so the harness should depend only on "fails" versus "times out",
 // not on the exact error.
 package cluster
 

@@ -51,6 +51,10 @@ quorum algorithm) from the shell.
 Usage:
   redlock exec [flags] NAME -- COMMAND [ARG...]  run COMMAND while holding lock NAME
   redlock status [flags] NAME                    show which masters hold lock NAME
+  redlock chaos [flags]                          kill, pause, partition and restart masters it
+                                                 starts itself while clients contend; report
+                                                 overlaps and stale writes (exit 1: a verdict
+                                                 other than expected)
   redlock help [COMMAND]                         show this help, or a command's
 
 ` + mastersHelp + `

@@ -1,6 +1,7 @@
 // Command redlock takes one Redlock lock across N independent Redis masters
-// from the shell: run a command while holding it (exec), or report who holds
-// it (status). Run "redlock help" for the commands, the masters' URLs and the
+// from the shell: run a command while holding it (exec), report who holds
+// it (status), or run the fault-injection harness on masters it starts
+// itself (chaos). Run "redlock help" for the commands, the masters' URLs and the
 // exit statuses.
 package main
 
@@ -9,8 +10,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock/redlock/chaos"
 )
 
 // quiet drops go-redis's own log lines (a failed dial per retry): the
@@ -36,17 +41,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "status":
 		return cmdStatus(ctx, rest, stdout, stderr)
 
-	// ---- chaos: wired at merge, from the chaos branch ----
-	// The chaos package (func Command(ctx, args, stdout, stderr) int) is not on
-	// this branch. At merge: import "github.com/redlock/redlock/chaos", replace
-	// this case's body with
-	//	return chaos.Command(ctx, rest, stdout, stderr)
-	// (cancel ctx on SIGINT/SIGTERM if chaos expects it: signal.NotifyContext),
-	// and add chaos to mainUsage in help.go.
 	case "chaos":
-		fmt.Fprintln(stderr, "redlock: the chaos command is not built into this binary")
-		return exitUsage
-	// ---- end chaos ----
+		// Ctrl-C cancels the run; the harness then removes every master it
+		// started before it returns. (exec forwards signals itself instead.)
+		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return chaos.Command(ctx, rest, stdout, stderr)
 
 	case "help", "-h", "-help", "--help":
 		return cmdHelp(rest, stdout, stderr)
@@ -67,8 +67,10 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, execUsage)
 	case "status":
 		fmt.Fprint(stdout, statusUsage)
+	case "chaos":
+		return chaos.Command(context.Background(), []string{"-h"}, stdout, stderr)
 	default:
-		fmt.Fprintf(stderr, "redlock help: unknown command %q; the commands are exec and status\n", args[0])
+		fmt.Fprintf(stderr, "redlock help: unknown command %q; the commands are exec, status and chaos\n", args[0])
 		return exitUsage
 	}
 	return exitOK

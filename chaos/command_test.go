@@ -1,0 +1,68 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCommandRejectsBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--scenario", "no-such"},
+		{"--backend", "vm"},
+		{"--nodes", "2"},
+		{"--bogus"},
+		{"extra"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := Command(t.Context(), args, &out, &errOut); code != 2 {
+			t.Errorf("Command(%q) = %d, want 2; stderr: %s", args, code, errOut.String())
+		}
+		if errOut.Len() == 0 {
+			t.Errorf("Command(%q): nothing on stderr", args)
+		}
+	}
+}
+
+func TestCommandRunsAScenario(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "report.json")
+	var out, errOut bytes.Buffer
+	code := Command(t.Context(), []string{"--backend", "process", "--scenario", "minority-partition", "--duration", "1s", "--json", file}, &out, &errOut)
+	t.Log("\n" + out.String())
+	if code != 0 {
+		t.Fatalf("exit %d, stderr: %s", code, errOut.String())
+	}
+	table := out.String()
+	for _, want := range []string{"SCENARIO", "minority-partition", "expected"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if strings.Contains(table, "\r") {
+		t.Error("progress lines written to a non-terminal")
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("--json: %v", err)
+	}
+	if len(rep.Scenarios) != 1 || rep.Scenarios[0].Name != "minority-partition" || len(rep.Scenarios[0].Faults) == 0 {
+		t.Fatalf("--json report: %+v", rep)
+	}
+}
+
+func TestCommandCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var out, errOut bytes.Buffer
+	if code := Command(ctx, []string{"--backend", "process", "--duration", "1s"}, &out, &errOut); code != 2 {
+		t.Fatalf("cancelled: exit %d, want 2; stderr: %s", code, errOut.String())
+	}
+}

@@ -1,0 +1,86 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redlock/redlock"
+)
+
+// errCut is the failure of a request to a master cut off from the client.
+var errCut = errors.New("chaos: master cut off from this client (simulated partition)")
+
+// cutoff is a partition between one client and some masters, on the
+// client's side: requests to a cut master fail at once and never reach it.
+// Unlike a partition in the network, no request sent during the cut can
+// land after it is healed. It is safe for concurrent use.
+type cutoff struct {
+	mu  sync.Mutex // guards cut
+	cut map[int]bool
+}
+
+func newCutoff() *cutoff { return &cutoff{cut: make(map[int]bool)} }
+
+// set cuts the masters nodes off, or heals them.
+func (c *cutoff) set(nodes []int, cut bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, i := range nodes {
+		c.cut[i] = cut
+	}
+}
+
+func (c *cutoff) isCut(i int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cut[i]
+}
+
+// wrap returns master i's Node behind the cutoff.
+func (c *cutoff) wrap(i int, n redlock.Node) redlock.Node {
+	return &cutNode{Node: n, i: i, c: c}
+}
+
+// cutNode is a redlock.Node that fails while its master is cut off.
+type cutNode struct {
+	redlock.Node
+	i int
+	c *cutoff
+}
+
+func (n *cutNode) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	if n.c.isCut(n.i) {
+		return false, errCut
+	}
+	return n.Node.Acquire(ctx, key, value, ttl)
+}
+
+func (n *cutNode) AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (uint64, error) {
+	if n.c.isCut(n.i) {
+		return 0, errCut
+	}
+	return n.Node.AcquireFenced(ctx, key, value, ttl)
+}
+
+func (n *cutNode) RaiseFence(ctx context.Context, key, value string, token uint64) (bool, error) {
+	if n.c.isCut(n.i) {
+		return false, errCut
+	}
+	return n.Node.RaiseFence(ctx, key, value, token)
+}
+
+func (n *cutNode) Extend(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	if n.c.isCut(n.i) {
+		return false, errCut
+	}
+	return n.Node.Extend(ctx, key, value, ttl)
+}
+
+func (n *cutNode) Release(ctx context.Context, key, value string) (bool, error) {
+	if n.c.isCut(n.i) {
+		return false, errCut
+	}
+	return n.Node.Release(ctx, key, value)
+}

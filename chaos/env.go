@@ -1,0 +1,243 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redlock/redlock"
+	"github.com/redlock/redlock/chaos/cluster"
+)
+
+// env is one scenario's world: the masters, the recorder, the resource,
+// and the workload's clients.
+type env struct {
+	cl      cluster.Cluster
+	n       int // masters
+	quorum  int
+	ttl     time.Duration
+	fencing bool
+	end     time.Time // the workload runs until then, or until the script is done if later
+	keys    []string
+	rec     *recorder
+	res     *resource
+	trig    *trigger      // nil unless the scenario acquires through a trigger
+	hold    time.Duration // a critical section lasts hold/2 to 3/2 hold
+
+	// gate lets a script quiet the workload: every client iteration holds
+	// it for reading; a script that takes it for writing waits for the
+	// iterations in flight and holds back new ones.
+	gate sync.RWMutex
+
+	mu      sync.Mutex // guards faulted, clients and nextID
+	faulted []bool     // masters touched by a fault in this run
+	clients []*client
+	nextID  int // the next client's id
+}
+
+// lockOpts are the options of every client's Redlock.
+func (e *env) lockOpts() []redlock.Option {
+	opts := []redlock.Option{redlock.WithTTL(e.ttl)}
+	if e.fencing {
+		opts = append(opts, redlock.WithFencing())
+	}
+	return opts
+}
+
+// newClient makes a client with the scenario's options, its masters'
+// Nodes wrapped by wrap when it is not nil; closeClients closes it.
+func (e *env) newClient(wrap func(int, redlock.Node) redlock.Node) (*client, error) {
+	e.mu.Lock()
+	id := e.nextID
+	e.nextID++
+	e.mu.Unlock()
+	c, err := newClient(id, e.cl.Addrs(), wrap, e.lockOpts()...)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	e.clients = append(e.clients, c)
+	e.mu.Unlock()
+	return c, nil
+}
+
+func (e *env) closeClients() error {
+	e.mu.Lock()
+	cs := e.clients
+	e.clients = nil
+	e.mu.Unlock()
+	var errs []error
+	for _, c := range cs {
+		errs = append(errs, c.close())
+	}
+	return errors.Join(errs...)
+}
+
+// work is one workload client's loop until stop closes: acquire a random
+// key (Lock, retrying for up to a TTL), write twice with a short hold in
+// between, release. A call in progress when stop closes runs to its end:
+// cancelling it would leave keys that its rollback cannot be sure to
+// remove (see the report's LEAKED column), and that would be the harness's
+// doing. ctx ends the loop at once (Ctrl-C).
+func (e *env) work(ctx context.Context, stop <-chan struct{}, c *client) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		default:
+		}
+		e.gate.RLock()
+		key := e.keys[rand.IntN(len(e.keys))]
+		if h := e.acquire(ctx, c, key, e.ttl); h != nil {
+			e.write(h)
+			time.Sleep(e.hold/2 + rand.N(e.hold))
+			e.write(h)
+			e.release(h)
+		}
+		e.gate.RUnlock()
+		time.Sleep(rand.N(5 * time.Millisecond))
+	}
+}
+
+// minority is the largest set of masters whose loss leaves a quorum: the
+// last (N-1)/2.
+func (e *env) minority() []int { return e.last((e.n - 1) / 2) }
+
+// majority is the last N/2+1 masters.
+func (e *env) majority() []int { return e.last(e.quorum) }
+
+func (e *env) last(k int) []int {
+	var s []int
+	for i := e.n - k; i < e.n; i++ {
+		s = append(s, i)
+	}
+	return s
+}
+
+// each runs op on every master in nodes at once.
+func (e *env) each(nodes []int, op func(int) error) error {
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for k, i := range nodes {
+		wg.Go(func() { errs[k] = op(i) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// inject applies a fault to nodes and records it as in force from when it
+// is done.
+func (e *env) inject(kind string, nodes []int, note string, op func(int) error) (int, error) {
+	e.mu.Lock()
+	for _, i := range nodes {
+		e.faulted[i] = true
+	}
+	e.mu.Unlock()
+	if err := e.each(nodes, op); err != nil {
+		return 0, fmt.Errorf("%s %v: %w", kind, nodes, err)
+	}
+	return e.rec.faultBegin(kind, nodes, note), nil
+}
+
+// undo records the end of fault f and applies op to its masters.
+func (e *env) undo(f int, nodes []int, what string, op func(int) error) error {
+	e.rec.faultEnd(f)
+	if err := e.each(nodes, op); err != nil {
+		return fmt.Errorf("%s %v: %w", what, nodes, err)
+	}
+	return nil
+}
+
+// restore brings every master back: resumed, healed, running.
+func (e *env) restore() error {
+	all := e.last(e.n)
+	return errors.Join(
+		e.each(all, e.cl.Resume),
+		e.each(all, e.cl.Heal),
+		e.each(all, e.cl.Start),
+	)
+}
+
+// leaked lists the lock keys left on the masters that no fault touched,
+// once every holder has released, each with the time it still had to live:
+// a lock that nobody holds and that blocks its key until it expires.
+func (e *env) leaked(ctx context.Context) ([]string, error) {
+	e.mu.Lock()
+	faulted := slices.Clone(e.faulted)
+	e.mu.Unlock()
+	var out []string
+	for i, addr := range e.cl.Addrs() {
+		if faulted[i] {
+			continue
+		}
+		r := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DisableIdentity: true})
+		keys, err := r.Keys(ctx, keyPrefix+"*").Result()
+		for _, k := range keys {
+			if err != nil || strings.HasSuffix(k, redlock.FenceKey("")) {
+				continue
+			}
+			var ttl time.Duration
+			var v string
+			ttl, err = r.PTTL(ctx, k).Result()
+			if err == nil {
+				v, err = r.Get(ctx, k).Result()
+			}
+			out = append(out, fmt.Sprintf("master %d: %s (expires in %v; %s)", i, k, ttl, e.whose(v)))
+		}
+		r.Close()
+		if err != nil {
+			return out, fmt.Errorf("master %d (%s): list keys: %w", i, addr, err)
+		}
+	}
+	return out, nil
+}
+
+// whose says which recorded holder a lock value belongs to.
+func (e *env) whose(value string) string {
+	for _, a := range e.rec.history().Acquires {
+		if a.OK && a.Value == value {
+			return fmt.Sprintf("holder #%d, released at %v, valid until %v", a.ID, a.Released, a.Until)
+		}
+	}
+	return "no holder: a failed attempt's"
+}
+
+// reset empties every master (lock keys and fence counters) for the next
+// scenario on the same cluster. The masters must be running and reachable.
+func reset(ctx context.Context, cl cluster.Cluster) error {
+	var errs []error
+	for i, addr := range cl.Addrs() {
+		r := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 2, DisableIdentity: true})
+		if err := r.FlushAll(ctx).Err(); err != nil {
+			errs = append(errs, fmt.Errorf("master %d (%s): FLUSHALL: %w", i, addr, err))
+		}
+		r.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// keyPrefix starts every key the workload locks.
+const keyPrefix = "chaos-key-"
+
+// sleep waits d or until ctx ends, and reports whether the whole d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// left is the time until the workload's planned end.
+func (e *env) left() time.Duration { return time.Until(e.end) }

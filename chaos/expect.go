@@ -1,0 +1,148 @@
+package chaos
+
+import (
+	"fmt"
+	"strings"
+)
+
+// outcome is what a scenario run produced, for its expectations to judge.
+type outcome struct {
+	Findings
+	h      History
+	leaked int
+}
+
+// expectation is one property a scenario's run must have.
+type expectation struct {
+	what string
+	ok   func(o *outcome) bool
+}
+
+var (
+	noOverlap = expectation{"no two holders of a key at once",
+		func(o *outcome) bool { return len(o.Overlaps) == 0 }}
+	overlapFound = expectation{"the checker finds two holders of a key at once",
+		func(o *outcome) bool { return len(o.Overlaps) > 0 }}
+	noUnsafeWrite = expectation{"no late or stale write accepted",
+		func(o *outcome) bool { return o.LateAccepted == 0 && o.StaleAccepted == 0 }}
+	lateAccepted = expectation{"a late write is accepted (no fencing)",
+		func(o *outcome) bool { return o.LateAccepted > 0 }}
+	lateRejected = expectation{"every late write is rejected by fencing",
+		func(o *outcome) bool { return o.LateRejected > 0 && o.LateAccepted == 0 }}
+	staleAccepted = expectation{"a stale write is accepted (no fencing)",
+		func(o *outcome) bool { return o.StaleAccepted > 0 }}
+	staleRejected = expectation{"every stale write is rejected by fencing",
+		func(o *outcome) bool { return o.StaleRejected > 0 && o.StaleAccepted == 0 }}
+	available = expectation{"available: locks are acquired while the fault is in force",
+		func(o *outcome) bool { return o.acquiredDuringFaults() > 0 }}
+	midAcquireFired = expectation{"the mid-acquire trigger fired",
+		func(o *outcome) bool { return countFaults(o.h, kindKillMidAcquire) > 0 }}
+	failWhileDown = expectation{"no acquire started while a majority was down succeeds before the restart",
+		func(o *outcome) bool {
+			n := 0
+			for _, f := range o.h.Faults {
+				if f.Kind != kindKill {
+					continue
+				}
+				for _, a := range o.h.Acquires {
+					if a.OK && a.Start >= f.At && a.Acquired <= f.End {
+						return false
+					}
+				}
+				n++
+			}
+			return n > 0
+		}}
+	availableAfter = expectation{"acquires succeed again after the restart",
+		func(o *outcome) bool {
+			var end = o.h.Faults
+			if len(end) == 0 {
+				return false
+			}
+			last := end[len(end)-1].End
+			for _, a := range o.h.Acquires {
+				if a.OK && a.Acquired > last {
+					return true
+				}
+			}
+			return false
+		}}
+)
+
+// acquiredDuringFaults counts the acquire calls that both began and got the
+// lock while a fault on masters was in force.
+func (o *outcome) acquiredDuringFaults() int {
+	n := 0
+	for _, f := range o.h.Faults {
+		if len(f.Nodes) == 0 {
+			continue
+		}
+		for _, a := range o.h.Acquires {
+			if a.OK && a.Start >= f.At && a.Acquired <= f.End {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// Kinds of fault in the history.
+const (
+	kindKill           = "kill"
+	kindKillMidAcquire = "kill-mid-acquire"
+	kindPause          = "pause"
+	kindPartition      = "partition"
+	kindRestartEmpty   = "restart-empty"
+	kindHolderPause    = "holder-pause"
+)
+
+func countFaults(h History, kind string) int {
+	n := 0
+	for _, f := range h.Faults {
+		if f.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// judge returns the expectations o fails.
+func judge(o *outcome, want []expectation) []string {
+	var failed []string
+	for _, e := range want {
+		if !e.ok(o) {
+			failed = append(failed, e.what)
+		}
+	}
+	return failed
+}
+
+// summary says in a few words what happened: safe or not, what fencing
+// rejected, and how available the lock was during the faults.
+func summary(f Findings) string {
+	var unsafe []string
+	if n := len(f.Overlaps); n > 0 {
+		unsafe = append(unsafe, plural(n, "overlap"))
+	}
+	if f.LateAccepted > 0 {
+		unsafe = append(unsafe, plural(f.LateAccepted, "late write")+" accepted")
+	}
+	if f.StaleAccepted > 0 {
+		unsafe = append(unsafe, plural(f.StaleAccepted, "stale write")+" accepted")
+	}
+	s := "safe"
+	if len(unsafe) > 0 {
+		s = "UNSAFE: " + strings.Join(unsafe, ", ")
+	}
+	if f.Rejected > 0 {
+		s += "; fencing rejected " + plural(f.Rejected, "write")
+	}
+	return s
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}

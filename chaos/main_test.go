@@ -1,0 +1,14 @@
+package chaos
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	// go-redis probes a master it could not dial (a killed one) from a
+	// goroutine that notices its client was closed only after its next 1s
+	// sleep.
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
+}

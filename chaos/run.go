@@ -1,0 +1,270 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redlock/redlock"
+	"github.com/redlock/redlock/chaos/cluster"
+)
+
+// Backends.
+const (
+	BackendDocker  = "docker"  // one container per master ([cluster.NewDocker])
+	BackendProcess = "process" // local processes behind fault proxies ([cluster.NewProcess])
+)
+
+// Defaults of Config.
+const (
+	DefaultNodes    = 5
+	DefaultClients  = 8
+	DefaultKeys     = 1
+	DefaultDuration = 10 * time.Second
+	DefaultTTL      = time.Second
+)
+
+// Config says what to run. The zero value runs every scenario with the
+// defaults on the best backend available.
+type Config struct {
+	// Backend is BackendDocker or BackendProcess. Default: Docker when an
+	// engine answers ([cluster.DockerAvailable]), else process.
+	Backend string
+	// Scenarios are the names to run, in this order. Default (or "all"):
+	// every one ([ScenarioNames]).
+	Scenarios []string
+	// Nodes is the number of masters (default 5), Clients the number of
+	// contending clients (default 8), Keys the number of keys they contend
+	// on (default 1).
+	Nodes, Clients, Keys int
+	// Duration is how long each scenario's workload runs. Default 10 s. A
+	// scenario plays at least one round of its faults in full, so one whose
+	// script needs longer (a few TTLs, slow Docker operations) runs longer.
+	Duration time.Duration
+	// TTL is the lock TTL of the workload (scripted holders in the restart
+	// scenarios use twice it). Default 1 s.
+	TTL time.Duration
+	// Progress, when not nil, is called a few times a second while a
+	// scenario runs, from one goroutine at a time.
+	Progress func(Progress)
+}
+
+// Progress is a snapshot of the scenario running.
+type Progress struct {
+	Scenario          string
+	Index, Total      int // 1-based
+	Elapsed, Duration time.Duration
+	Acquired          int
+	Attempts          int
+	Faults            int
+}
+
+// ScenarioNames lists every scenario, in the order Run runs them.
+func ScenarioNames() []string {
+	var names []string
+	for _, s := range scenarios {
+		names = append(names, s.name)
+	}
+	return names
+}
+
+// resolved fills in the defaults and checks c.
+func (c Config) resolved() (Config, []scenario, error) {
+	if c.Nodes == 0 {
+		c.Nodes = DefaultNodes
+	}
+	if c.Clients == 0 {
+		c.Clients = DefaultClients
+	}
+	if c.Keys == 0 {
+		c.Keys = DefaultKeys
+	}
+	if c.Duration == 0 {
+		c.Duration = DefaultDuration
+	}
+	if c.TTL == 0 {
+		c.TTL = DefaultTTL
+	}
+	switch {
+	case c.Nodes < 3:
+		return c, nil, fmt.Errorf("chaos: nodes = %d: need at least 3 masters, so that one reply cannot decide a quorum", c.Nodes)
+	case c.Clients < 1:
+		return c, nil, fmt.Errorf("chaos: clients = %d: need at least 1", c.Clients)
+	case c.Keys < 1:
+		return c, nil, fmt.Errorf("chaos: keys = %d: need at least 1", c.Keys)
+	case c.Duration < 0:
+		return c, nil, fmt.Errorf("chaos: duration = %v: must be positive", c.Duration)
+	case c.TTL < 100*time.Millisecond:
+		return c, nil, fmt.Errorf("chaos: TTL = %v: need at least 100ms", c.TTL)
+	}
+	if c.Backend == "" {
+		c.Backend = BackendProcess
+		if cluster.DockerAvailable() == nil {
+			c.Backend = BackendDocker
+		}
+	}
+	if c.Backend != BackendDocker && c.Backend != BackendProcess {
+		return c, nil, fmt.Errorf("chaos: backend %q: want %q or %q", c.Backend, BackendDocker, BackendProcess)
+	}
+	names := c.Scenarios
+	if len(names) == 0 || slices.Equal(names, []string{"all"}) {
+		names = ScenarioNames()
+	}
+	var run []scenario
+	for _, name := range names {
+		i := slices.IndexFunc(scenarios, func(s scenario) bool { return s.name == name })
+		if i < 0 {
+			return c, nil, fmt.Errorf("chaos: no scenario %q; there are: all, %s", name, strings.Join(ScenarioNames(), ", "))
+		}
+		run = append(run, scenarios[i])
+	}
+	c.Scenarios = names
+	return c, run, nil
+}
+
+// Run starts the masters, runs the scenarios one after another on them
+// (every master brought back and emptied in between), removes the masters,
+// and reports what each scenario found. A scenario that could not play out
+// (a fault failed to apply) is reported with its error and counts as
+// unexpected. Run returns an error when the configuration is invalid, the
+// masters cannot be started, brought back or removed, or ctx ended; the
+// report then holds the scenarios that finished.
+func Run(ctx context.Context, cfg Config) (_ Report, err error) {
+	cfg, run, err := cfg.resolved()
+	rep := Report{Backend: cfg.Backend, Nodes: cfg.Nodes, Clients: cfg.Clients, Keys: cfg.Keys, TTL: cfg.TTL, Duration: cfg.Duration}
+	if err != nil {
+		return rep, err
+	}
+	cl, err := newCluster(ctx, cfg.Backend, cfg.Nodes)
+	if err != nil {
+		return rep, fmt.Errorf("chaos: start %d masters (%s): %w", cfg.Nodes, cfg.Backend, err)
+	}
+	defer func() { err = errors.Join(err, cl.Close()) }()
+	for i, sc := range run {
+		sr, err := runScenario(ctx, cl, cfg, sc, i+1, len(run))
+		rep.Scenarios = append(rep.Scenarios, sr)
+		if err != nil {
+			return rep, fmt.Errorf("chaos: %s: %w", sc.name, err)
+		}
+		if ctx.Err() != nil {
+			return rep, ctx.Err()
+		}
+	}
+	return rep, nil
+}
+
+// newCluster starts the backend's masters.
+func newCluster(ctx context.Context, backend string, n int) (cluster.Cluster, error) {
+	if backend == BackendDocker {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		return cluster.NewDocker(ctx, cluster.Options{N: n})
+	}
+	return cluster.NewProcess(cluster.Options{N: n})
+}
+
+// runScenario runs one scenario on cl, which it first empties. The error
+// is for a cluster that cannot be brought back to health; what goes wrong
+// inside the scenario is in the report.
+func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenario, index, total int) (ScenarioReport, error) {
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := reset(rctx, cl); err != nil {
+		return ScenarioReport{Name: sc.name, Err: err.Error()}, err
+	}
+	rec := newRecorder()
+	e := &env{
+		cl: cl, n: cfg.Nodes, quorum: cfg.Nodes/2 + 1, ttl: cfg.TTL, fencing: sc.fencing,
+		rec: rec, res: newResource(rec, sc.fencing), faulted: make([]bool, cfg.Nodes),
+		hold: 4 * time.Millisecond,
+	}
+	for k := range cfg.Keys {
+		e.keys = append(e.keys, fmt.Sprintf("%s%d", keyPrefix, k))
+	}
+	if sc.midAcquire {
+		e.trig = newTrigger(cfg.Nodes)
+	}
+	d := cfg.Duration
+	sr := ScenarioReport{Name: sc.name, About: sc.about, Fencing: sc.fencing}
+	for _, w := range sc.want {
+		sr.Expect = append(sr.Expect, w.what)
+	}
+
+	var errs []error
+	var wrap func(int, redlock.Node) redlock.Node
+	if e.trig != nil {
+		wrap = e.trig.wrap
+	}
+	var workers []*client
+	for range cfg.Clients {
+		c, err := e.newClient(wrap)
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		workers = append(workers, c)
+	}
+	start := time.Now()
+	e.end = start.Add(d)
+	if len(errs) == 0 {
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, c := range workers {
+			wg.Go(func() { e.work(ctx, stop, c) })
+		}
+		if cfg.Progress != nil {
+			wg.Go(func() { progress(stop, cfg.Progress, e, sc.name, index, total, d) })
+		}
+		errs = append(errs, sc.script(ctx, e))
+		sleep(ctx, e.left()) // the workload runs at least d
+		close(stop)
+		wg.Wait()
+	}
+	if e.trig != nil {
+		e.trig.wait()
+	}
+	restoreErr := e.restore()
+	errs = append(errs, restoreErr, e.closeClients())
+	sr.Took = time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		sr.Err = err.Error()
+	}
+
+	lctx, lcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer lcancel()
+	leaked, err := e.leaked(lctx)
+	if err != nil && sr.Err == "" {
+		sr.Err = err.Error()
+	}
+	h := rec.history()
+	o := &outcome{Findings: Check(h), h: h, leaked: len(leaked)}
+	sr.Findings, sr.Faults, sr.Leaked, sr.LeakedKeys, sr.History = o.Findings, h.Faults, len(leaked), leaked, h
+	sr.Outcome = summary(o.Findings)
+	sr.Failed = judge(o, sc.want)
+	if sr.Err != "" {
+		sr.Failed = append(sr.Failed, "the scenario ran to the end: "+sr.Err)
+	}
+	sr.Expected = len(sr.Failed) == 0
+	return sr, restoreErr
+}
+
+// progress calls report every 200ms until stop closes.
+func progress(stop <-chan struct{}, report func(Progress), e *env, name string, index, total int, d time.Duration) {
+	start := time.Now()
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		acquired, attempts, faults := e.rec.counts()
+		report(Progress{Scenario: name, Index: index, Total: total, Elapsed: time.Since(start), Duration: d,
+			Acquired: acquired, Attempts: attempts, Faults: faults})
+	}
+}

@@ -1,0 +1,66 @@
+package chaos
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlock/redlock/chaos/cluster"
+)
+
+// Tests run each scenario briefly (every scenario plays at least one round
+// of its faults, which may take longer) with fewer clients than the
+// command, to keep the load down under -race on a small machine.
+const (
+	testDuration = 3 * time.Second
+	testClients  = 4
+)
+
+// The two backends run one after the other, not in parallel: together
+// they load a 2-core machine enough to make other packages' timing-bound
+// tests flake.
+
+func TestScenariosProcess(t *testing.T) {
+	runScenarios(t, BackendProcess)
+}
+
+func TestScenariosDocker(t *testing.T) {
+	if err := cluster.DockerAvailable(); err != nil {
+		if os.Getenv("REDLOCK_REQUIRE_DOCKER") == "1" {
+			t.Fatalf("REDLOCK_REQUIRE_DOCKER=1 but: %v", err)
+		}
+		t.Skipf("no Docker: %v", err)
+	}
+	runScenarios(t, BackendDocker)
+}
+
+// runScenarios runs every scenario on one cluster and asserts each reached
+// its expected verdict, the ones that must find unsafety included.
+func runScenarios(t *testing.T, backend string) {
+	names := ScenarioNames()
+	if only := os.Getenv("REDLOCK_CHAOS_SCENARIO"); only != "" {
+		names = strings.Split(only, ",")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Config{Backend: backend, Scenarios: names, Duration: testDuration, Clients: testClients})
+	var b strings.Builder
+	rep.WriteTable(&b)
+	t.Log("\n" + b.String())
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	for _, s := range rep.Scenarios {
+		t.Run(s.Name, func(t *testing.T) {
+			t.Logf("took %v", s.Took.Round(time.Millisecond))
+			for _, f := range s.Faults {
+				t.Logf("fault %+v", f)
+			}
+			if !s.Expected {
+				t.Errorf("%s: %s; not shown: %s", s.Name, s.Outcome, strings.Join(s.Failed, "; "))
+			}
+		})
+	}
+}

@@ -1,0 +1,334 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redlock/redlock"
+	"github.com/redlock/redlock/chaos/cluster"
+)
+
+// scenario is a fault schedule and the verdict its run must reach.
+type scenario struct {
+	name  string
+	about string // what it shows, in a sentence
+
+	fencing    bool // the clients take locks WithFencing and the resource checks tokens
+	midAcquire bool // the clients' masters sit behind a trigger
+
+	// script injects the faults while the workload runs. It plays at least
+	// one round of its faults in full, and more while the workload's
+	// planned end is far enough ([env.left]); the workload runs until the
+	// script returned. It may leave faults in force when ctx ends (the run
+	// was cancelled): the run restores every master afterwards.
+	script func(ctx context.Context, e *env) error
+	want   []expectation
+}
+
+// scenarios is every scenario, in the order they run.
+var scenarios = []scenario{
+	{
+		name:   "minority-kill",
+		about:  "(N-1)/2 masters SIGKILLed, down for 1.5 TTL, started again empty: safe and available",
+		script: cycle(kindKill, "start", (*env).minority, cluster.Cluster.Kill, cluster.Cluster.Start),
+		want:   []expectation{noOverlap, noUnsafeWrite, available},
+	},
+	{
+		name:       "minority-kill-mid-acquire",
+		about:      "(N-1)/2 masters killed after the first master replied to an attempt and before its quorum was decided: safe and available",
+		midAcquire: true,
+		script:     killMidAcquire,
+		want:       []expectation{midAcquireFired, noOverlap, noUnsafeWrite, available},
+	},
+	{
+		name:   "minority-pause",
+		about:  "(N-1)/2 masters SIGSTOPped for 1.5 TTL: safe and available",
+		script: cycle(kindPause, "resume", (*env).minority, cluster.Cluster.Pause, cluster.Cluster.Resume),
+		want:   []expectation{noOverlap, noUnsafeWrite, available},
+	},
+	{
+		name:   "minority-partition",
+		about:  "(N-1)/2 masters cut off the network (requests time out) for 1.5 TTL: safe and available",
+		script: cycle(kindPartition, "heal", (*env).minority, cluster.Cluster.Partition, cluster.Cluster.Heal),
+		want:   []expectation{noOverlap, noUnsafeWrite, available},
+	},
+	{
+		name:   "majority-kill",
+		about:  "N/2+1 masters killed for 1.5 TTL: safe; every acquire fails while they are down; available again after the restart",
+		script: majorityKill,
+		want:   []expectation{noOverlap, noUnsafeWrite, failWhileDown, availableAfter},
+	},
+	{
+		name:   "holder-pause",
+		about:  "a holder stops (a GC pause) past its validity while another client takes the lock and writes, then wakes and writes: without fencing the late write is accepted",
+		script: holderPause,
+		want:   []expectation{noOverlap, lateAccepted},
+	},
+	{
+		name:    "holder-pause-fenced",
+		about:   "the same with fencing tokens: the resource rejects every late write",
+		fencing: true,
+		script:  holderPause,
+		want:    []expectation{noOverlap, lateRejected, staleRejected},
+	},
+	{
+		name:   "restart-no-persistence-immediate",
+		about:  "a holder owns the key on a bare majority; one of its masters restarts empty at once; a second client wins a quorum too: the checker finds the overlap",
+		script: restartScript(false),
+		want:   []expectation{overlapFound, staleAccepted},
+	},
+	{
+		name:    "restart-no-persistence-immediate-fenced",
+		about:   "the same with fencing tokens (floored by the masters' clocks): still two holders, but every write of the older one after the newer one's first write is rejected",
+		fencing: true,
+		script:  restartScript(false),
+		want:    []expectation{overlapFound, staleRejected},
+	},
+	{
+		name:   "restart-delayed",
+		about:  "the same bare majority, but the master stays down longer than the largest TTL before it comes back empty (the delayed-restart rule): safe",
+		script: restartScript(true),
+		want:   []expectation{noOverlap, noUnsafeWrite},
+	},
+}
+
+// Timing of the scripts, in TTLs of the workload's locks.
+func (e *env) warm() time.Duration   { return e.ttl / 2 }     // before the first fault
+func (e *env) down() time.Duration   { return 3 * e.ttl / 2 } // a fault in force
+func (e *env) settle() time.Duration { return e.ttl / 2 }     // after a fault was undone
+
+// cycle injects a fault on the masters nodes picks, again and again while
+// there is time: in force for down(), then undone, then a pause.
+func cycle(kind, undoName string, nodes func(*env) []int, do, undo func(cluster.Cluster, int) error) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
+		if !sleep(ctx, e.warm()) {
+			return nil
+		}
+		ns := nodes(e)
+		bind := func(op func(cluster.Cluster, int) error) func(int) error {
+			return func(i int) error { return op(e.cl, i) }
+		}
+		for first := true; first || e.left() > e.down()+e.settle(); first = false {
+			f, err := e.inject(kind, ns, "", bind(do))
+			if err != nil {
+				return err
+			}
+			sleep(ctx, e.down())
+			if err := e.undo(f, ns, undoName, bind(undo)); err != nil {
+				return err
+			}
+			if !sleep(ctx, e.settle()) {
+				return nil
+			}
+		}
+		return nil
+	}
+}
+
+// killMidAcquire arms the trigger, which kills (N-1)/2 masters (those that
+// had not replied yet, if enough) after the first master replied to an
+// attempt; they stay down for down(), then start again empty.
+func killMidAcquire(ctx context.Context, e *env) error {
+	if !sleep(ctx, e.warm()) {
+		return nil
+	}
+	type fired struct {
+		f     int
+		nodes []int
+		err   error
+	}
+	for first := true; first || e.left() > e.down()+e.settle(); first = false {
+		ch := make(chan fired, 1)
+		e.trig.arm(func(first int, pending []int) {
+			nodes := pick((e.n-1)/2, first, pending, e.n)
+			f, err := e.inject(kindKillMidAcquire, nodes, fmt.Sprintf("after master %d replied, before the quorum", first), e.cl.Kill)
+			ch <- fired{f, nodes, err}
+		})
+		var r fired
+		select {
+		case r = <-ch:
+		case <-ctx.Done():
+			e.trig.arm(nil)
+			return nil
+		}
+		if r.err != nil {
+			return r.err
+		}
+		sleep(ctx, e.down())
+		if err := e.undo(r.f, r.nodes, "start", e.cl.Start); err != nil {
+			return err
+		}
+		if !sleep(ctx, e.settle()) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// pick chooses k masters other than first, those still pending first.
+func pick(k, first int, pending []int, n int) []int {
+	var out []int
+	chosen := make(map[int]bool)
+	add := func(i int) {
+		if len(out) < k && i != first && !chosen[i] {
+			chosen[i] = true
+			out = append(out, i)
+		}
+	}
+	for j := len(pending) - 1; j >= 0; j-- {
+		add(pending[j])
+	}
+	for i := n - 1; i >= 0; i-- {
+		add(i)
+	}
+	return out
+}
+
+// majorityKill kills N/2+1 masters once, for down(), then starts them
+// again (empty: they were down longer than the TTL), and leaves a TTL for
+// the workload to show it is available again.
+func majorityKill(ctx context.Context, e *env) error {
+	if !sleep(ctx, e.warm()) {
+		return nil
+	}
+	ns := e.majority()
+	f, err := e.inject(kindKill, ns, "", e.cl.Kill)
+	if err != nil {
+		return err
+	}
+	sleep(ctx, e.down())
+	if err := e.undo(f, ns, "start", e.cl.Start); err != nil {
+		return err
+	}
+	sleep(ctx, e.ttl)
+	return nil
+}
+
+// holderPause is Kleppmann's case, scripted: a holder takes the first key
+// (the workload held back for that moment, so that it does not starve),
+// writes, stops until its validity has ended and another holder has
+// written, then writes again (the late write) and unlocks.
+func holderPause(ctx context.Context, e *env) error {
+	c, err := e.newClient(nil)
+	if err != nil {
+		return err
+	}
+	if !sleep(ctx, e.warm()) {
+		return nil
+	}
+	key := e.keys[0]
+	for first := true; first || e.left() > 3*e.ttl; first = false {
+		e.gate.Lock() // hold the workload back while the holder acquires
+		h := e.acquire(ctx, c, key, 2*e.ttl)
+		e.gate.Unlock()
+		if h == nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("the scripted holder could not lock %s with the workload held back", key)
+		}
+		e.write(h)
+		f := e.rec.faultBegin(kindHolderPause, nil, fmt.Sprintf("holder #%d stops past its validity", h.id))
+		time.Sleep(time.Until(h.lock.Until()) + e.ttl/10)
+		e.res.waitNewerWrote(ctx.Done(), key, h.id, 3*e.ttl)
+		e.rec.faultEnd(f)
+		e.write(h) // late: its validity has ended
+		e.release(h)
+		if !sleep(ctx, e.settle()) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// Restart scenarios: the scripted holder's TTL when its master restarts at
+// once (long, so that a slow restart still happens within it; the holder
+// lets go soon after the overlap), and when the restart is delayed (the
+// largest TTL in the run, which the restart must wait out).
+const (
+	immediateHolderTTLs = 10
+	delayedHolderTTLs   = 2
+)
+
+// restartScript gives a scripted holder the first key on a bare majority:
+// with the workload held back, the holder is cut off from the N-Q masters
+// outside it while it acquires (a partition on its side: none of its
+// requests reaches them), then healed. Then 2Q-N of the holder's masters
+// lose the key: restarted empty at once, or, when delayed, killed and
+// started empty only after the largest TTL. The workload resumes; the
+// holder keeps writing until another holder wrote and a little longer, or
+// until its validity ends.
+func restartScript(delayed bool) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
+		cut := newCutoff()
+		c, err := e.newClient(cut.wrap)
+		if err != nil {
+			return err
+		}
+		if !sleep(ctx, e.warm()) {
+			return nil
+		}
+		others := e.last(e.n - e.quorum)
+		var restarted []int
+		for i := range 2*e.quorum - e.n {
+			restarted = append(restarted, i)
+		}
+		key, ttl := e.keys[0], immediateHolderTTLs*e.ttl
+		if delayed {
+			ttl = delayedHolderTTLs * e.ttl
+		}
+
+		e.gate.Lock()
+		gated := true
+		defer func() {
+			if gated {
+				e.gate.Unlock()
+			}
+		}()
+		cut.set(others, true)
+		fc := e.rec.faultBegin(kindPartition, others, "cut off from the scripted holder while it acquires")
+		h := e.acquire(ctx, c, key, 2*e.ttl, redlock.WithTTL(ttl))
+		e.rec.faultEnd(fc)
+		cut.set(others, false)
+		if h == nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("the scripted holder could not lock %s on the bare majority", key)
+		}
+		e.write(h)
+		var fr int
+		if delayed {
+			fr, err = e.inject(kindKill, restarted, "held back longer than the largest TTL", e.cl.Kill)
+		} else {
+			fr, err = e.inject(kindRestartEmpty, restarted, "at once", func(i int) error { return e.cl.Restart(i, false) })
+			e.rec.faultEnd(fr)
+		}
+		if err != nil {
+			return err
+		}
+		e.gate.Unlock()
+		gated = false
+
+		// The holder works on: it writes until another holder wrote (then
+		// three more times: stale writes) or its validity is nearly over.
+		step := e.ttl / 20
+		for extra := 3; extra > 0 && time.Until(h.lock.Until()) > step; {
+			if e.res.newerWrote(key, h.id) {
+				extra--
+			}
+			e.write(h)
+			time.Sleep(step)
+		}
+		e.release(h)
+		if !delayed {
+			return nil
+		}
+		killed := e.rec.history().Faults[fr].At
+		if wait := killed + ttl + e.ttl/2 - e.rec.now(); wait > 0 {
+			time.Sleep(wait) // the restart must wait; ignoring ctx keeps the rule
+		}
+		return e.undo(fr, restarted, "start", e.cl.Start)
+	}
+}

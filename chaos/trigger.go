@@ -1,0 +1,123 @@
+package chaos
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redlock/redlock"
+)
+
+// trigger fires a hook in the middle of an acquire: when the first master's
+// reply to an attempt arrives, before that reply is handed to the quorum
+// decision. With N ≥ 3 masters no quorum (of successes or of failures) can
+// be decided on one reply, so the hook runs after one master answered and
+// before the attempt is decided. It fires once per arming, on an attempt
+// that began after the arming.
+//
+// Its nodes ([trigger.wrap]) hold the first reply back until the hook
+// returned or the request's context ended, whichever is first: the Node
+// contract asks for a prompt return once ctx is done. It is safe for
+// concurrent use.
+type trigger struct {
+	n int // masters
+
+	mu       sync.Mutex // guards the fields below
+	hook     func(first int, pending []int)
+	attempts map[string]*seen // by lock value: unique per attempt
+
+	wg sync.WaitGroup // hooks running
+}
+
+// seen is what the trigger knows of one attempt.
+type seen struct {
+	eligible bool   // began while armed
+	replied  []bool // by master
+	count    int
+}
+
+func newTrigger(n int) *trigger {
+	return &trigger{n: n, attempts: make(map[string]*seen)}
+}
+
+// arm makes the trigger fire hook on the next attempt that begins from now
+// on; hook gets the master that replied first and those that had not
+// replied yet.
+func (t *trigger) arm(hook func(first int, pending []int)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.hook = hook
+}
+
+// wait waits for hooks still running.
+func (t *trigger) wait() { t.wg.Wait() }
+
+func (t *trigger) started(value string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.attempts[value]; !ok {
+		t.attempts[value] = &seen{eligible: t.hook != nil, replied: make([]bool, t.n)}
+	}
+}
+
+// replied notes master i's reply and, when it is the first of an eligible
+// attempt while armed, runs the hook and holds the reply until the hook
+// returned or ctx ended.
+func (t *trigger) replied(ctx context.Context, i int, value string) {
+	t.mu.Lock()
+	s := t.attempts[value]
+	s.replied[i] = true
+	s.count++
+	var hook func(int, []int)
+	var pending []int
+	if s.count == 1 && s.eligible && t.hook != nil {
+		hook, t.hook = t.hook, nil
+		for j, r := range s.replied {
+			if !r {
+				pending = append(pending, j)
+			}
+		}
+	}
+	if s.count == t.n {
+		delete(t.attempts, value)
+	}
+	t.mu.Unlock()
+	if hook == nil {
+		return
+	}
+	done := make(chan struct{})
+	t.wg.Go(func() {
+		defer close(done)
+		hook(i, pending)
+	})
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// wrap returns master i's Node with the trigger in front of its acquires.
+func (t *trigger) wrap(i int, n redlock.Node) redlock.Node {
+	return &triggerNode{Node: n, i: i, t: t}
+}
+
+// triggerNode is a redlock.Node whose acquire replies pass through a trigger.
+type triggerNode struct {
+	redlock.Node
+	i int
+	t *trigger
+}
+
+func (n *triggerNode) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	n.t.started(value)
+	ok, err := n.Node.Acquire(ctx, key, value, ttl)
+	n.t.replied(ctx, n.i, value)
+	return ok, err
+}
+
+func (n *triggerNode) AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (uint64, error) {
+	n.t.started(value)
+	token, err := n.Node.AcquireFenced(ctx, key, value, ttl)
+	n.t.replied(ctx, n.i, value)
+	return token, err
+}
