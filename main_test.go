@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/redlock/redlock/internal/redistest"
 )
@@ -26,30 +25,12 @@ func (quietLogger) Printf(context.Context, string, ...any) {}
 
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietLogger{})
-	c, err := redistest.Start(5, redistest.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting redis-server masters:", err)
-		os.Exit(1)
-	}
-	masters = c
-	// The runnable examples read the masters from the same variable the
-	// command-line tool reads.
-	os.Setenv("REDLOCK_MASTERS", strings.Join(c.Addrs(), ","))
-	code := m.Run()
-	if err := c.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping masters:", err)
-		code = 1
-	}
-	if code == 0 {
-		// go-redis probes a master it could not dial from a goroutine that
-		// notices its client was closed only after its next 1s sleep.
-		tryDial := goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial")
-		if err := goleak.Find(tryDial); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(redistest.Main(m, 5, redistest.Options{}, func(c *redistest.Cluster) {
+		masters = c
+		// The runnable examples read the masters from the same variable the
+		// command-line tool reads.
+		os.Setenv("REDLOCK_MASTERS", strings.Join(c.Addrs(), ","))
+	}))
 }
 
 var keySeq atomic.Int64

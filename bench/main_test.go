@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/redlock/redlock/internal/redistest"
 )
@@ -30,24 +29,8 @@ func (quietLogger) Printf(context.Context, string, ...any) {}
 
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietLogger{})
-	c, err := redistest.Start(maxNodes, redistest.Options{Args: []string{"--save", ""}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting redis-server masters:", err)
-		os.Exit(1)
-	}
-	masters = c
-	code := m.Run()
-	if err := c.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping masters:", err)
-		code = 1
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(redistest.Main(m, maxNodes, redistest.Options{Args: []string{"--save", ""}},
+		func(c *redistest.Cluster) { masters = c }))
 }
 
 var keySeq atomic.Int64

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/redlock/redlock/internal/redistest"
 )
@@ -41,23 +40,7 @@ func testMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
 		return 1
 	}
-	masters, err = redistest.Start(5, redistest.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting masters:", err)
-		return 1
-	}
-	code := m.Run()
-	if err := masters.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping masters:", err)
-		code = 1
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	return code
+	return redistest.Main(m, 5, redistest.Options{}, func(c *redistest.Cluster) { masters = c })
 }
 
 // result is one run of the binary.
