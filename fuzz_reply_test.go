@@ -2,10 +2,27 @@ package redlock
 
 import (
 	"bytes"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
+
+// lengthHeader is a RESP header that declares a length: bulk strings and
+// every aggregate type of RESP2 and RESP3.
+var lengthHeader = regexp.MustCompile(`[$*%~>|=!](\d+)`)
+
+// declaresHugeLength reports whether reply declares a length over 1<<20
+// anywhere.
+func declaresHugeLength(reply []byte) bool {
+	for _, m := range lengthHeader.FindAllSubmatch(reply, -1) {
+		if n, err := strconv.ParseUint(string(m[1]), 10, 64); err != nil || n > 1<<20 {
+			return true
+		}
+	}
+	return false
+}
 
 // hostileSeeds are replies a real master never gives to our commands.
 var hostileSeeds = []string{
@@ -24,6 +41,14 @@ func FuzzNodeReply(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, reply []byte) {
+		if declaresHugeLength(reply) {
+			// go-redis sizes maps and slices by the length a reply declares
+			// (a "%123456780" map header allocates gigabytes before any
+			// element arrives). That is go-redis's, not ours to fix here;
+			// the README says so. Skip such inputs so the fuzzer explores
+			// the rest instead of running out of memory.
+			t.Skip("declares an aggregate or bulk length over 1<<20")
+		}
 		fake := pipeFake(t, reply, true)
 		acq, fenced, flags := nodeOutcomes(t, fake.pipeNode(t), time.Second)
 		// go-redis does not check the CRLF after a bulk string's payload.
