@@ -3,11 +3,12 @@ package chaos
 import (
 	"sync"
 	"time"
+
+	"github.com/redlock/redlock"
 )
 
 // guard decides whether the resource accepts a write carrying a fencing
-// token. It is an interface so that the harness can switch to the library's
-// own fence checker once there is one.
+// token.
 type guard interface {
 	// admit reports whether a write to key with token is accepted, and
 	// remembers the token when it is. Calls are serialised by the resource.
@@ -19,21 +20,22 @@ type openGuard struct{}
 
 func (openGuard) admit(string, uint64) bool { return true }
 
-// fenceGuard rejects a write whose token is lower than the highest token
-// already accepted for the key (an equal token is the same holder writing
-// again).
+// fenceGuard is what a user of the library puts in front of a resource: one
+// [redlock.Fence] per key, which rejects a token lower than the highest it
+// accepted (an equal token is the same holder writing again).
 type fenceGuard struct {
-	highest map[string]uint64
+	fences map[string]*redlock.Fence
 }
 
-func newFenceGuard() *fenceGuard { return &fenceGuard{highest: make(map[string]uint64)} }
+func newFenceGuard() *fenceGuard { return &fenceGuard{fences: make(map[string]*redlock.Fence)} }
 
 func (g *fenceGuard) admit(key string, token uint64) bool {
-	if token < g.highest[key] {
-		return false
+	f := g.fences[key]
+	if f == nil {
+		f = new(redlock.Fence)
+		g.fences[key] = f
 	}
-	g.highest[key] = token
-	return true
+	return f.Check(token) == nil
 }
 
 // resource is the shared thing the critical sections write to: in-process,
