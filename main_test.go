@@ -66,6 +66,10 @@ func nodesOf(cs []*redis.Client) []Node {
 // at the end of the test.
 func newRedlock(t testing.TB, nodes []Node, opts ...Option) *Redlock {
 	t.Helper()
+	// A node timeout that a loaded CI machine does not exceed by accident
+	// (the default is TTL/10: 20 ms for the 200 ms TTLs some tests use);
+	// tests about timeouts set their own, which comes later and wins.
+	opts = append([]Option{WithNodeTimeout(250 * time.Millisecond)}, opts...)
 	r, err := New(nodes, opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
