@@ -128,8 +128,10 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	l.extendMu.Lock() // nor before an Extend in flight returned
 	l.extendMu.Unlock()
 
-	// The next local waiter may try once every master has answered: then
-	// it can win all of them, not just a quorum.
+	// The next local waiter may try once every master has answered, or,
+	// when every master is pipelined, once the release is queued to each
+	// (its acquire then follows the release there): then it can win all of
+	// them, not just a quorum.
 	t, ctxErr := l.fanout(ctx, l.r.clock.Now(), request{kind: reqRelease, key: l.key, value: l.value}, true)
 	if !now.Before(until) {
 		return notHeld(l.key, "validity ended %v before Unlock; the critical section may have overlapped another holder", now.Sub(until))
@@ -238,7 +240,7 @@ func (l *Lock) cfgLocked() config {
 // fanout sends req to every master, each request after the acquire still in
 // flight to that master, all bounded by the node timeout counted from when
 // that acquire's own deadline has passed. With wake, the key's local waiters
-// are woken once every master has answered.
+// are woken once every master has answered (see [phase.wake]).
 func (l *Lock) fanout(ctx context.Context, now time.Time, req request, wake bool) (tally, error) {
 	l.mu.Lock()
 	acq := l.acquireLocked()

@@ -127,7 +127,7 @@ type phase struct {
 	one     [1]call         // calls' array with a single master
 	running atomic.Int32    // masters that have not answered
 	after   *attempt        // nil, or the acquire that goroutine-path requests wait for
-	wake    bool            // wake the key's local waiters once every master answered
+	wake    bool            // wake the key's local waiters once every master answered (or, all pipelined, was sent the request)
 
 	// The key and value boxed for the commands' argument lists (see
 	// [phase.args]); a release reuses its acquire's.
@@ -173,6 +173,12 @@ func (p *phase) start(a *attempt) {
 		c.cmd, c.script, args = p.cmd(args)
 		n.b.enqueue(c)
 	}
+	if p.wake && !r.goroutines {
+		// Every master is pipelined: a waiter's acquire queues behind this
+		// release on each master's batcher, so it may start now and still
+		// find every master released.
+		r.waiters.wake(p.req.key)
+	}
 }
 
 // run is start's goroutine for a master that is not pipelined: it waits for
@@ -194,14 +200,15 @@ func (p *phase) complete(c *call) {
 }
 
 // deliver records master i's answer and tells collect. Once every master
-// answered, the key's waiters are woken if the phase was asked to.
+// answered, the key's waiters are woken if the phase was asked to and some
+// master is not pipelined (else start woke them).
 func (p *phase) deliver(i int, ok bool, token uint64, err error) {
 	c := &p.calls[i]
 	c.ok, c.token, c.err = ok, token, err
 	if p.replies != nil {
 		p.replies <- i
 	}
-	if p.running.Add(-1) == 0 && p.wake {
+	if p.running.Add(-1) == 0 && p.wake && p.r.goroutines {
 		p.r.waiters.wake(p.req.key)
 	}
 }
