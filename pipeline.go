@@ -158,8 +158,9 @@ func evalsha(ctx context.Context, s *redis.Script, numKeys int, keysAndArgs ...a
 // sends whatever has queued as one pipeline, waits for its replies, and
 // repeats. So batches to a master go out one after another: a request is
 // never sent before the batches queued ahead of it have returned or timed
-// out, which keeps a release behind the acquire it follows (see
-// [attempt.inflight]). No goroutine outlives the requests.
+// out, which keeps a release (or rollback, or extend) behind the acquire it
+// follows, with no waiting by the phase that queues it. No goroutine
+// outlives the requests.
 type batcher struct {
 	c       redis.UniversalClient
 	flusher func() // flush
