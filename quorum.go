@@ -310,6 +310,8 @@ buffered:
 	return t, err
 }
 
+// collectUntil is collect's wait once a timer is needed: deadline fires at
+// the phase's exact deadline.
 func (r *Redlock) collectUntil(ctx context.Context, p *phase, t tally, deadline <-chan time.Time) (tally, error) {
 	for !t.decided() {
 		select {
