@@ -128,12 +128,11 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	l.extendMu.Lock() // nor before an Extend in flight returned
 	l.extendMu.Unlock()
 
-	// The next local waiter may try once every master has answered: then
-	// it can win all of them, not just a quorum.
-	wake := func() { l.r.waiters.wake(l.key) }
-	t, ctxErr := l.fanout(ctx, l.r.clock.Now(), wake, func(ctx context.Context, n Node) (bool, error) {
-		return n.Release(ctx, l.key, l.value)
-	})
+	// The next local waiter may try once every master has answered, or,
+	// when every master is pipelined, once the release is queued to each
+	// (its acquire then follows the release there): then it can win all of
+	// them, not just a quorum.
+	t, ctxErr := l.fanout(ctx, l.r.clock.Now(), request{kind: reqRelease, key: l.key, value: l.value}, true)
 	if !now.Before(until) {
 		return notHeld(l.key, "validity ended %v before Unlock; the critical section may have overlapped another holder", now.Sub(until))
 	}
@@ -192,9 +191,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return notHeld(l.key, "validity ended %v before Extend", start.Sub(until))
 	}
 
-	t, ctxErr := l.fanout(ctx, start, nil, func(ctx context.Context, n Node) (bool, error) {
-		return n.Extend(ctx, l.key, l.value, ttl)
-	})
+	t, ctxErr := l.fanout(ctx, start, request{kind: reqExtend, key: l.key, value: l.value, ttl: ttl}, false)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	newUntil, err := extended(&t, ctxErr, &cfg, l.key, start, l.r.clock.Now(), l.until)
@@ -240,11 +237,11 @@ func (l *Lock) cfgLocked() config {
 	return cfg
 }
 
-// fanout sends op to every master, each request after the acquire still in
+// fanout sends req to every master, each request after the acquire still in
 // flight to that master, all bounded by the node timeout counted from when
-// that acquire's own deadline has passed. done, when not nil, is called once
-// every master has answered.
-func (l *Lock) fanout(ctx context.Context, now time.Time, done func(), op nodeOp) (tally, error) {
+// that acquire's own deadline has passed. With wake, the key's local waiters
+// are woken once every master has answered (see [phase.wake]).
+func (l *Lock) fanout(ctx context.Context, now time.Time, req request, wake bool) (tally, error) {
 	l.mu.Lock()
 	acq := l.acquireLocked()
 	l.mu.Unlock()
@@ -252,7 +249,7 @@ func (l *Lock) fanout(ctx context.Context, now time.Time, done func(), op nodeOp
 	if acq != nil && acq.deadline.After(from) {
 		from = acq.deadline
 	}
-	return l.r.fanoutThen(ctx, from.Add(l.cfg.nodeTimeout), acq, op, done)
+	return l.r.fanout(ctx, from.Add(l.cfg.nodeTimeout), acq, req, wake)
 }
 
 // acquireLocked returns the acquire attempt while later requests must

@@ -14,6 +14,10 @@ import (
 // through one batcher per master, so that requests from concurrent calls
 // (many keys, many goroutines) travel as one go-redis pipeline: one write and
 // one read per batch instead of one round trip each.
+//
+// A Redlock's phases (quorum.go) skip the Node methods: they queue their
+// requests on the batcher directly, and the batcher hands each reply back to
+// its phase, so a phase needs no goroutine per master.
 type pipelinedNode struct {
 	*redisNode
 	b batcher
@@ -22,7 +26,86 @@ type pipelinedNode struct {
 var _ Node = (*pipelinedNode)(nil)
 
 func newPipelinedNode(n *redisNode, c redis.UniversalClient) *pipelinedNode {
-	return &pipelinedNode{redisNode: n, b: batcher{c: c}}
+	p := &pipelinedNode{redisNode: n, b: batcher{c: c}}
+	p.b.flusher = p.b.flush // made once: go b.flusher() allocates nothing
+	return p
+}
+
+// Script hashes, boxed once for the argument lists.
+var (
+	acquireFencedHash any = acquireFencedScript.Hash()
+	raiseFenceHash    any = raiseFenceScript.Hash()
+	extendHash        any = extendScript.Hash()
+	releaseHash       any = releaseScript.Hash()
+)
+
+// args returns the arguments of every master's command of the phase, one
+// master's after another in a single slice: the key, the value and the
+// others are boxed once for all masters, not once per master.
+func (p *phase) args() []any {
+	q := &p.req
+	if p.key == nil {
+		p.key, p.value = q.key, q.value
+	}
+	key, value := p.key, p.value
+	var a []any
+	switch q.kind {
+	case reqAcquire:
+		a = []any{"set", key, value, "px", q.ttl.Milliseconds(), "nx"}
+	case reqAcquireFenced:
+		a = []any{"evalsha", acquireFencedHash, 2, key, FenceKey(q.key), value, q.ttl.Milliseconds()}
+	case reqRaiseFence:
+		a = []any{"evalsha", raiseFenceHash, 2, key, FenceKey(q.key), value, q.token}
+	case reqExtend:
+		a = []any{"evalsha", extendHash, 1, key, value, q.ttl.Milliseconds()}
+	case reqRelease:
+		a = []any{"evalsha", releaseHash, 1, key, value}
+	}
+	n := len(p.r.nodes)
+	buf := make([]any, len(a)*n)
+	for i := range n {
+		copy(buf[i*len(a):], a)
+	}
+	return buf
+}
+
+// cmd makes one master's command of the phase from the front of args (see
+// [phase.args]) and returns the rest.
+func (p *phase) cmd(args []any) (redis.Cmder, *redis.Script, []any) {
+	var k int
+	var script *redis.Script
+	switch p.req.kind {
+	case reqAcquire:
+		k = 6
+	case reqAcquireFenced:
+		k, script = 7, acquireFencedScript
+	case reqRaiseFence:
+		k, script = 7, raiseFenceScript
+	case reqExtend:
+		k, script = 6, extendScript
+	case reqRelease:
+		k, script = 5, releaseScript
+	}
+	mine := args[:k:k] // capped: appending to it never writes into the next master's
+	if script == nil {
+		return redis.NewStatusCmd(p, mine...), nil, args[k:]
+	}
+	return redis.NewCmd(p, mine...), script, args[k:]
+}
+
+// read reads a reply of the phase's command, as the Node method would.
+func (q *request) read(cmd redis.Cmder) (ok bool, token uint64, err error) {
+	switch q.kind {
+	case reqAcquire:
+		ok, err = setReply(cmd.(*redis.StatusCmd).Result())
+	case reqAcquireFenced:
+		v, rerr := cmd.(*redis.Cmd).Result()
+		token, err = fence(q.key, v, rerr)
+		ok = err == nil && token > 0
+	default:
+		ok, err = flag(cmd.(*redis.Cmd).Result())
+	}
+	return ok, token, err
 }
 
 func (n *pipelinedNode) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
@@ -75,10 +158,12 @@ func evalsha(ctx context.Context, s *redis.Script, numKeys int, keysAndArgs ...a
 // sends whatever has queued as one pipeline, waits for its replies, and
 // repeats. So batches to a master go out one after another: a request is
 // never sent before the batches queued ahead of it have returned or timed
-// out, which keeps a release behind the acquire it follows (see
-// [attempt.inflight]). No goroutine outlives the requests.
+// out, which keeps a release (or rollback, or extend) behind the acquire it
+// follows, with no waiting by the phase that queues it. No goroutine
+// outlives the requests.
 type batcher struct {
-	c redis.UniversalClient
+	c       redis.UniversalClient
+	flusher func() // flush
 
 	mu      sync.Mutex // guards queue, spare and running
 	queue   []*call    // waiting for the next batch
@@ -86,12 +171,35 @@ type batcher struct {
 	running bool       // a flusher goroutine is running
 }
 
-// call is one request in a batch.
+// call is one request in a batch: from do, which waits on done, or from a
+// phase (enqueue), which is handed the call back once cmd has its reply.
 type call struct {
 	ctx    context.Context
 	cmd    redis.Cmder
 	script *redis.Script // for EVALSHA: the script to load on NOSCRIPT
-	done   chan struct{} // closed when cmd has its reply or error
+	done   chan struct{} // do's: closed when cmd has its reply or error
+
+	p    *phase // enqueue's: the phase told through complete, and
+	node int    // the master's index in it
+
+	// The phase's reading of the reply (written by phase.deliver).
+	ok    bool
+	token uint64
+	err   error
+}
+
+// enqueue queues c, a phase's request, without waiting: the flusher hands
+// it back to c.p (complete) once c.cmd has its reply or error. A request
+// whose ctx ended before its batch was sent is not sent.
+func (b *batcher) enqueue(c *call) {
+	b.mu.Lock()
+	b.queue = append(b.queue, c)
+	start := !b.running
+	b.running = true
+	b.mu.Unlock()
+	if start {
+		go b.flusher()
+	}
 }
 
 // do queues cmd and waits for its reply or for ctx to end. A request whose
@@ -117,7 +225,7 @@ func (b *batcher) do(ctx context.Context, cmd redis.Cmder, script *redis.Script)
 		b.running = more
 		b.mu.Unlock()
 		if more {
-			go b.flush()
+			go b.flusher()
 		}
 		return cmd.Err()
 	}
@@ -127,7 +235,7 @@ func (b *batcher) do(ctx context.Context, cmd redis.Cmder, script *redis.Script)
 	b.running = true
 	b.mu.Unlock()
 	if start {
-		go b.flush()
+		go b.flusher()
 	}
 	select {
 	case <-c.done:
@@ -152,8 +260,12 @@ func (b *batcher) flush() {
 
 		b.send(batch)
 		for i, c := range batch {
-			close(c.done)
 			batch[i] = nil
+			if c.p != nil {
+				c.p.complete(c)
+			} else {
+				close(c.done)
+			}
 		}
 		b.mu.Lock()
 		b.spare = batch[:0]

@@ -56,8 +56,15 @@ import (
 type Redlock struct {
 	nodes  []Node
 	quorum int
-	cfg    config // defaults from New's options, not yet resolved against a call's
-	clock  clock
+
+	// pipes[i] is nodes[i] when it is a pipelinedNode (requests go through
+	// its batcher), else nil (requests go through a goroutine each).
+	// pipelined: some master is pipelined; goroutines: some master is not.
+	pipes                 []*pipelinedNode
+	pipelined, goroutines bool
+
+	cfg   config // defaults from New's options, not yet resolved against a call's
+	clock clock
 
 	sched scheduler // renews auto-extended locks, ends watched ones at Until
 
@@ -106,6 +113,15 @@ func New(nodes []Node, opts ...Option) (*Redlock, error) {
 		quorum: len(nodes)/2 + 1,
 		cfg:    cfg,
 		clock:  systemClock{},
+	}
+	r.pipes = make([]*pipelinedNode, len(r.nodes))
+	for i, n := range r.nodes {
+		r.pipes[i], _ = n.(*pipelinedNode)
+		if r.pipes[i] != nil {
+			r.pipelined = true
+		} else {
+			r.goroutines = true
+		}
 	}
 	r.sched = scheduler{r: r, wake: make(chan struct{}, 1)}
 	return r, nil
@@ -256,11 +272,16 @@ func (r *Redlock) callConfig(key string, opts []Option) (config, error) {
 		return config{}, configErr("key", "key is %d bytes, more than MaxKeyLen (%d); a lock name should be short", len(key), MaxKeyLen)
 	}
 	cfg := r.cfg
-	for _, o := range opts {
-		if o == nil {
-			return config{}, configErr("options", "option is nil")
+	if len(opts) > 0 {
+		c := new(config) // the options see a copy on the heap; cfg stays off it
+		*c = cfg
+		for _, o := range opts {
+			if o == nil {
+				return config{}, configErr("options", "option is nil")
+			}
+			o(c)
 		}
-		o(&cfg)
+		cfg = *c
 	}
 	return cfg.resolved()
 }
@@ -269,7 +290,9 @@ func (r *Redlock) callConfig(key string, opts []Option) (config, error) {
 func newValue() string {
 	var b [16]byte
 	_, _ = crand.Read(b[:]) // never fails (the runtime aborts if it would)
-	return base64.RawURLEncoding.EncodeToString(b[:])
+	var s [22]byte          // base64.RawURLEncoding.EncodedLen(16)
+	base64.RawURLEncoding.Encode(s[:], b[:])
+	return string(s[:])
 }
 
 // later returns the later of a and b.
