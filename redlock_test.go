@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock/redlock/internal/faultproxy"
 	"github.com/redlock/redlock/internal/redistest"
 )
 
@@ -354,5 +355,49 @@ func TestNodeTimeoutHoldsWithoutContextDeadlines(t *testing.T) {
 	}
 	if took > time.Second {
 		t.Fatalf("TryLock with a paused majority took %v; the 100ms node timeout must bound it", took)
+	}
+}
+
+// TestStragglerThroughPipelinedNode: the production path (NewNode's
+// batchers, no fault-injecting wrapper) with one master behind a proxy that
+// delays every request by 20 ms, so its SET is still in flight when Unlock
+// queues the release: no master may hold the key afterwards, and a
+// contender's failed attempt against the held key leaves nothing behind.
+// (A proxy delays every connection alike, so it cannot reorder a SET and a
+// later release; TestStragglerCannotOutliveUnlock holds a SET back before it
+// is sent, which can.)
+func TestStragglerThroughPipelinedNode(t *testing.T) {
+	px, err := faultproxy.New(masters.Addrs()[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { px.Close() })
+	px.SetLatency(20 * time.Millisecond)
+	addrs := masters.Addrs()
+	addrs[2] = px.Addr()
+	nodes := nodesOf(clients(t, addrs))
+	direct := clients(t, masters.Addrs())
+	r := newRedlock(t, nodes, WithNodeTimeout(200*time.Millisecond))
+	other := newRedlock(t, nodes, WithNodeTimeout(200*time.Millisecond))
+
+	for i := range 20 {
+		key := testKey(t)
+		l, err := r.TryLock(context.Background(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A contender fails against the held key; its rollback must not
+		// touch our value, and nothing of it may remain.
+		if _, err := other.TryLock(context.Background(), key); !errors.Is(err, ErrNotObtained) {
+			t.Fatalf("round %d: contender: %v, want ErrNotObtained", i, err)
+		}
+		if err := l.Unlock(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		settle(r)
+		settle(other)
+		if vs := holders(t, direct, key); count(vs, "") != len(vs) {
+			t.Fatalf("round %d: after Unlock masters still hold %q", i, vs)
+		}
 	}
 }
