@@ -41,12 +41,13 @@ func testKey(t testing.TB) string {
 }
 
 // clients returns one go-redis client per address, closed at the end of the
-// test. go-redis retries are off so a dead master fails at once.
+// test, configured as the README recommends: go-redis retries off, so a dead
+// master fails at once, and context deadlines on the socket.
 func clients(t testing.TB, addrs []string) []*redis.Client {
 	t.Helper()
 	cs := make([]*redis.Client, len(addrs))
 	for i, a := range addrs {
-		cs[i] = redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1, DialerRetries: 1, DialTimeout: time.Second})
+		cs[i] = redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1, DialerRetries: 1, DialTimeout: time.Second, ContextTimeoutEnabled: true})
 		c := cs[i]
 		t.Cleanup(func() { c.Close() })
 	}

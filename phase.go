@@ -114,6 +114,9 @@ func (p *phase) start(a *attempt) {
 		c := &p.calls[i]
 		c.ctx, c.p, c.node = p, p, i
 		c.cmd, c.script, args = p.cmd(args)
+		if len(r.pipes) == 1 && p.replies != nil && n.b.sendNow(c) {
+			continue
+		}
 		n.b.enqueue(c)
 	}
 	if p.wake && !r.goroutines {

@@ -26,7 +26,7 @@ type pipelinedNode struct {
 var _ Node = (*pipelinedNode)(nil)
 
 func newPipelinedNode(n *redisNode, c redis.UniversalClient) *pipelinedNode {
-	p := &pipelinedNode{redisNode: n, b: batcher{c: c}}
+	p := &pipelinedNode{redisNode: n, b: batcher{c: c, inline: honoursDeadlines(c)}}
 	p.b.flusher = p.b.flush // made once: go b.flusher() allocates nothing
 	return p
 }
@@ -164,6 +164,7 @@ func evalsha(ctx context.Context, s *redis.Script, numKeys int, keysAndArgs ...a
 type batcher struct {
 	c       redis.UniversalClient
 	flusher func() // flush
+	inline  bool   // the client bounds a request by its context's deadline (see sendNow)
 
 	mu      sync.Mutex // guards queue, spare and running
 	queue   []*call    // waiting for the next batch
@@ -200,6 +201,42 @@ func (b *batcher) enqueue(c *call) {
 	if start {
 		go b.flusher()
 	}
+}
+
+// sendNow sends c, the request of a phase whose caller waits for it, from
+// the calling goroutine when nothing is in flight to the master, and reports
+// whether it did; the caller enqueues it otherwise. With one master the
+// caller would only block in collect anyway, and this saves two hand-offs
+// between goroutines per request. Only for a client that honours context
+// deadlines (b.inline), since collect cannot enforce the node timeout on a
+// call its own goroutine is making; a caller that cancels its context then
+// waits for at most that timeout.
+func (b *batcher) sendNow(c *call) bool {
+	b.mu.Lock()
+	if !b.inline || b.running {
+		b.mu.Unlock()
+		return false
+	}
+	b.running = true
+	b.mu.Unlock()
+	one := [1]*call{c}
+	b.send(one[:])
+	c.p.complete(c)
+	b.mu.Lock()
+	more := len(b.queue) > 0
+	b.running = more
+	b.mu.Unlock()
+	if more {
+		go b.flusher()
+	}
+	return true
+}
+
+// honoursDeadlines reports whether c bounds each command by its context's
+// deadline (go-redis does only with ContextTimeoutEnabled).
+func honoursDeadlines(c redis.UniversalClient) bool {
+	rc, ok := c.(*redis.Client)
+	return ok && rc.Options().ContextTimeoutEnabled
 }
 
 // do queues cmd and waits for its reply or for ctx to end. A request whose

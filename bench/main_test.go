@@ -41,13 +41,15 @@ func newKey(b testing.TB) string {
 }
 
 // newClients returns one go-redis client per address with go-redis's
-// defaults, closed at the end of the benchmark. Every library gets clients of
+// defaults plus ContextTimeoutEnabled (as the README recommends, so context
+// deadlines reach the socket; the same for every library), closed at the end
+// of the benchmark. Every library gets clients of
 // its own, so no library warms or drains another's connection pool.
 func newClients(b testing.TB, addrs []string) []*redis.Client {
 	b.Helper()
 	cs := make([]*redis.Client, len(addrs))
 	for i, a := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: a})
+		c := redis.NewClient(&redis.Options{Addr: a, ContextTimeoutEnabled: true})
 		if err := c.Ping(context.Background()).Err(); err != nil {
 			b.Fatalf("PING %s: %v", a, err)
 		}
