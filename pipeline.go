@@ -194,11 +194,40 @@ type call struct {
 // whose ctx ended before its batch was sent is not sent.
 func (b *batcher) enqueue(c *call) {
 	b.mu.Lock()
+	b.push(c)
+}
+
+// push queues c and starts a flusher if none runs; b.mu is held on entry and
+// released.
+func (b *batcher) push(c *call) {
 	b.queue = append(b.queue, c)
 	start := !b.running
 	b.running = true
 	b.mu.Unlock()
 	if start {
+		go b.flusher()
+	}
+}
+
+// claimIdle makes the calling goroutine the master's sender, if nothing is in
+// flight to it, and reports whether it did; the caller then sends one request
+// itself and calls handBack. b.mu is held on entry and released.
+func (b *batcher) claimIdle() bool {
+	if b.running {
+		return false
+	}
+	b.running = true
+	b.mu.Unlock()
+	return true
+}
+
+// handBack ends a claimIdle: whatever queued meanwhile goes to a flusher.
+func (b *batcher) handBack() {
+	b.mu.Lock()
+	more := len(b.queue) > 0
+	b.running = more
+	b.mu.Unlock()
+	if more {
 		go b.flusher()
 	}
 }
@@ -212,23 +241,18 @@ func (b *batcher) enqueue(c *call) {
 // call its own goroutine is making; a caller that cancels its context then
 // waits for at most that timeout.
 func (b *batcher) sendNow(c *call) bool {
+	if !b.inline {
+		return false
+	}
 	b.mu.Lock()
-	if !b.inline || b.running {
+	if !b.claimIdle() {
 		b.mu.Unlock()
 		return false
 	}
-	b.running = true
-	b.mu.Unlock()
 	one := [1]*call{c}
 	b.send(one[:])
 	c.p.complete(c)
-	b.mu.Lock()
-	more := len(b.queue) > 0
-	b.running = more
-	b.mu.Unlock()
-	if more {
-		go b.flusher()
-	}
+	b.handBack()
 	return true
 }
 
@@ -244,12 +268,9 @@ func honoursDeadlines(c redis.UniversalClient) bool {
 // recalled (like any request whose caller stopped waiting, it may land).
 func (b *batcher) do(ctx context.Context, cmd redis.Cmder, script *redis.Script) error {
 	b.mu.Lock()
-	if !b.running {
+	if b.claimIdle() {
 		// Nothing in flight to this master: send at once from this
-		// goroutine, as a batch of one (no hand-off, no allocation), and
-		// hand whatever queued meanwhile to a flusher.
-		b.running = true
-		b.mu.Unlock()
+		// goroutine, as a batch of one (no hand-off, no allocation).
 		c := call{ctx: ctx, cmd: cmd, script: script}
 		if err := ctx.Err(); err != nil {
 			cmd.SetErr(err)
@@ -257,23 +278,11 @@ func (b *batcher) do(ctx context.Context, cmd redis.Cmder, script *redis.Script)
 			_ = b.c.Process(ctx, cmd)
 			b.retryNoScript(ctx, []*call{&c})
 		}
-		b.mu.Lock()
-		more := len(b.queue) > 0
-		b.running = more
-		b.mu.Unlock()
-		if more {
-			go b.flusher()
-		}
+		b.handBack()
 		return cmd.Err()
 	}
 	c := &call{ctx: ctx, cmd: cmd, script: script, done: make(chan struct{})}
-	b.queue = append(b.queue, c)
-	start := !b.running
-	b.running = true
-	b.mu.Unlock()
-	if start {
-		go b.flusher()
-	}
+	b.push(c)
 	select {
 	case <-c.done:
 		return cmd.Err()
