@@ -91,7 +91,7 @@ func TestAutoExtendScales(t *testing.T) {
 		n = 200
 	}
 	cs := clients(t, masters.Addrs()[:3])
-	r := newRedlock(t, nodesOf(cs), WithTTL(time.Second), WithNodeTimeout(300*time.Millisecond))
+	r := newRedlock(t, nodesOf(t, cs), WithTTL(time.Second), WithNodeTimeout(300*time.Millisecond))
 
 	few := holdMany(t, r, 10)
 	gFew := idleGoroutines()
@@ -146,7 +146,7 @@ func BenchmarkAutoExtendHeld(b *testing.B) {
 	cs := clients(b, masters.Addrs()[:3])
 	// A generous node timeout: on a loaded test machine 10,000 locks'
 	// requests queue behind each other.
-	r := newRedlock(b, nodesOf(cs), WithTTL(3*time.Second), WithNodeTimeout(time.Second))
+	r := newRedlock(b, nodesOf(b, cs), WithTTL(3*time.Second), WithNodeTimeout(time.Second))
 	// Grow the clients' connection pools first: their buffers are not a
 	// per-lock cost.
 	warm := holdMany(b, r, n)

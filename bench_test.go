@@ -18,7 +18,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 			opts = append(opts, WithFencing())
 		}
 		b.Run(name, func(b *testing.B) {
-			r := newRedlock(b, nodesOf(clients(b, masters.Addrs())), opts...)
+			r := newRedlock(b, nodesOf(b, clients(b, masters.Addrs())), opts...)
 			key := fmt.Sprintf("%s:%d", b.Name(), keySeq.Add(1))
 			ctx := context.Background()
 			b.ReportAllocs()

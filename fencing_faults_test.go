@@ -103,7 +103,7 @@ func TestFenceTokensIncreaseUnderFaults(t *testing.T) {
 	// the reply, so a killed process loses nothing acknowledged even without
 	// fsync (only a machine crash would); fsync always would slow the run 3×.
 	cl := redistest.StartT(t, 5, redistest.Options{AppendOnly: true, Args: []string{"--appendfsync", "no"}})
-	r := newRedlock(t, nodesOf(faultClients(t, cl.Addrs())), WithFencing(),
+	r := newRedlock(t, nodesOf(t, faultClients(t, cl.Addrs())), WithFencing(),
 		WithTTL(time.Second), WithNodeTimeout(50*time.Millisecond), WithBackoff(5*time.Millisecond, 40*time.Millisecond))
 	key := testKey(t)
 

@@ -23,7 +23,7 @@ func TestFenceTokensProperty(t *testing.T) {
 	waitDialProbes(t)
 	cl := redistest.StartT(t, 5, redistest.Options{})
 	cs := faultClients(t, cl.Addrs())
-	r := newRedlock(t, nodesOf(cs), WithFencing(), WithTTL(time.Minute), WithNodeTimeout(200*time.Millisecond))
+	r := newRedlock(t, nodesOf(t, cs), WithFencing(), WithTTL(time.Minute), WithNodeTimeout(200*time.Millisecond))
 	ctx := context.Background()
 
 	var holders, restarts, expiries int

@@ -97,7 +97,7 @@ func nowMicros() uint64 { return uint64(time.Now().UnixMicro()) }
 // raised A's other masters to A's token, and B's quorum meets them.
 func TestFenceInflatedCounter(t *testing.T) {
 	cs := clients(t, masters.Addrs())
-	r := newRedlock(t, nodesOf(cs), WithFencing(), WithTTL(5*time.Second))
+	r := newRedlock(t, nodesOf(t, cs), WithFencing(), WithTTL(5*time.Second))
 	ctx := context.Background()
 	key := testKey(t)
 
@@ -160,7 +160,7 @@ func TestFenceRestartEmpty(t *testing.T) {
 	waitDialProbes(t)
 	cl := redistest.StartT(t, 5, redistest.Options{})
 	cs := faultClients(t, cl.Addrs())
-	r := newRedlock(t, nodesOf(cs), WithFencing(), WithTTL(10*time.Second), WithNodeTimeout(200*time.Millisecond))
+	r := newRedlock(t, nodesOf(t, cs), WithFencing(), WithTTL(10*time.Second), WithNodeTimeout(200*time.Millisecond))
 	ctx := context.Background()
 	key := testKey(t)
 
@@ -209,7 +209,7 @@ func TestFenceRestartEmpty(t *testing.T) {
 // the lock and writes; A's late write through the Fence is rejected, and A's
 // Unlock says the lock was not held.
 func TestFenceRejectsStaleHolder(t *testing.T) {
-	r := newRedlock(t, nodesOf(clients(t, masters.Addrs())), WithFencing(), WithTTL(200*time.Millisecond))
+	r := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithFencing(), WithTTL(200*time.Millisecond))
 	ctx := context.Background()
 	key := testKey(t)
 	var fence Fence
@@ -252,7 +252,7 @@ func TestFenceRejectsStaleHolder(t *testing.T) {
 // acquire fails as late, and the keys are rolled back.
 func TestFenceConfirmedTooLate(t *testing.T) {
 	cs := clients(t, masters.Addrs())
-	r := newRedlock(t, nodesOf(cs), WithFencing(), WithTTL(10*time.Second), WithMinValidity(time.Second))
+	r := newRedlock(t, nodesOf(t, cs), WithFencing(), WithTTL(10*time.Second), WithMinValidity(time.Second))
 	// Clock readings: the start, the round-1 decision (3 s: 6.9 s left), the
 	// round-2 start, the round-2 decision (9 s: 0.9 s left, under 1 s).
 	r.clock = &fakeClock{now: time.Now(), step: 3 * time.Second}

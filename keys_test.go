@@ -13,7 +13,7 @@ import (
 // to end; longer keys are a *ConfigError naming the limit.
 func TestAwkwardKeys(t *testing.T) {
 	cs := clients(t, masters.Addrs()[:3])
-	r := newRedlock(t, nodesOf(cs), WithFencing())
+	r := newRedlock(t, nodesOf(t, cs), WithFencing())
 	ctx := context.Background()
 	for _, tc := range []struct{ name, suffix string }{
 		{"braces", "{user:1}:{x}"},

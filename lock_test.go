@@ -13,7 +13,7 @@ import (
 
 func TestBadInput(t *testing.T) {
 	cs := clients(t, masters.Addrs()[:3])
-	nodes := nodesOf(cs)
+	nodes := nodesOf(t, cs)
 	var typedNil *pipelinedNode
 	r := newRedlock(t, nodes)
 
@@ -73,7 +73,7 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestEvenNodeCountUsesMajority(t *testing.T) {
-	r := newRedlock(t, nodesOf(clients(t, masters.Addrs()[:4])))
+	r := newRedlock(t, nodesOf(t, clients(t, masters.Addrs()[:4])))
 	if r.Quorum() != 3 {
 		t.Fatalf("quorum of 4 masters = %d, want 3", r.Quorum())
 	}
@@ -81,7 +81,7 @@ func TestEvenNodeCountUsesMajority(t *testing.T) {
 
 func TestUnlockTwiceAndAfterExpiry(t *testing.T) {
 	cs := clients(t, masters.Addrs()[:3])
-	r := newRedlock(t, nodesOf(cs))
+	r := newRedlock(t, nodesOf(t, cs))
 	ctx := context.Background()
 
 	l, err := r.TryLock(ctx, testKey(t))
@@ -117,7 +117,7 @@ func TestUnlockTwiceAndAfterExpiry(t *testing.T) {
 
 func TestUnlockWhenKeyGoneFromQuorum(t *testing.T) {
 	cs := clients(t, masters.Addrs()[:3])
-	r := newRedlock(t, nodesOf(cs))
+	r := newRedlock(t, nodesOf(t, cs))
 	ctx := context.Background()
 	key := testKey(t)
 	l, err := r.TryLock(ctx, key)
@@ -140,7 +140,7 @@ func TestUnlockWhenKeyGoneFromQuorum(t *testing.T) {
 
 func TestExtend(t *testing.T) {
 	cs := clients(t, masters.Addrs()[:3])
-	r := newRedlock(t, nodesOf(cs))
+	r := newRedlock(t, nodesOf(t, cs))
 	ctx := context.Background()
 	key := testKey(t)
 	l, err := r.TryLock(ctx, key, WithTTL(time.Second))
@@ -180,7 +180,7 @@ func TestExtend(t *testing.T) {
 }
 
 func TestLockWaitsForRelease(t *testing.T) {
-	r := newRedlock(t, nodesOf(clients(t, masters.Addrs()[:3])))
+	r := newRedlock(t, nodesOf(t, clients(t, masters.Addrs()[:3])))
 	ctx := context.Background()
 	key := testKey(t)
 	l, err := r.TryLock(ctx, key)
@@ -204,7 +204,7 @@ func TestLockWaitsForRelease(t *testing.T) {
 }
 
 func TestLockGivesUpWithContextOrAttempts(t *testing.T) {
-	r := newRedlock(t, nodesOf(clients(t, masters.Addrs()[:3])))
+	r := newRedlock(t, nodesOf(t, clients(t, masters.Addrs()[:3])))
 	key := testKey(t)
 	l, err := r.TryLock(context.Background(), key)
 	if err != nil {
@@ -231,7 +231,7 @@ func TestLockGivesUpWithContextOrAttempts(t *testing.T) {
 }
 
 func TestClosedRedlock(t *testing.T) {
-	r := newRedlock(t, nodesOf(clients(t, masters.Addrs()[:1])))
+	r := newRedlock(t, nodesOf(t, clients(t, masters.Addrs()[:1])))
 	l, err := r.TryLock(context.Background(), testKey(t))
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +247,7 @@ func TestClosedRedlock(t *testing.T) {
 
 func TestFencingTokensIncrease(t *testing.T) {
 	cs := clients(t, masters.Addrs())
-	r := newRedlock(t, nodesOf(cs), WithFencing())
+	r := newRedlock(t, nodesOf(t, cs), WithFencing())
 	ctx := context.Background()
 	key := testKey(t)
 	var last uint64
@@ -282,7 +282,7 @@ func TestFencingTokensIncrease(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Unlock(ctx)
-	r2 := newRedlock(t, nodesOf(cs))
+	r2 := newRedlock(t, nodesOf(t, cs))
 	l2, err := r2.TryLock(ctx, testKey(t))
 	if err != nil {
 		t.Fatal(err)

@@ -55,13 +55,30 @@ func clients(t testing.TB, addrs []string) []*redis.Client {
 }
 
 // nodesOf wraps clients as Nodes.
-func nodesOf(cs []*redis.Client) []Node {
+//
+// With REDLOCK_TEST_NODE=direct they are DirectNodes to the same masters,
+// with the clients' options, closed at the end of the test: `make test`
+// runs this package's tests both ways.
+func nodesOf(t testing.TB, cs []*redis.Client) []Node {
+	t.Helper()
 	ns := make([]Node, len(cs))
 	for i, c := range cs {
-		ns[i] = NewNode(c)
+		if !directNodes {
+			ns[i] = NewNode(c)
+			continue
+		}
+		d, err := NewDirectNode(c.Options())
+		if err != nil {
+			t.Fatalf("NewDirectNode: %v", err)
+		}
+		t.Cleanup(func() { d.Close() })
+		ns[i] = d
 	}
 	return ns
 }
+
+// directNodes is REDLOCK_TEST_NODE=direct (see nodesOf).
+var directNodes = os.Getenv("REDLOCK_TEST_NODE") == "direct"
 
 // newRedlock returns a Redlock over nodes; its background work is waited for
 // at the end of the test.

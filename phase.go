@@ -101,9 +101,15 @@ func (r *Redlock) newPhase(p *phase, ctx context.Context, deadline time.Time, re
 func (p *phase) start(a *attempt) {
 	r := p.r
 	r.bg.Add(len(r.nodes))
-	args := p.args()
+	var args []any
+	if r.batched {
+		args = p.args()
+	}
 	for i, n := range r.pipes {
 		switch {
+		case r.direct[i] != nil:
+			p.submit(i, len(r.nodes) == 1 && p.replies != nil)
+			continue
 		case n == nil && a != nil:
 			go a.run(i)
 			continue
@@ -125,6 +131,21 @@ func (p *phase) start(a *attempt) {
 		// find every master released.
 		r.waiters.wake(p.req.key)
 	}
+}
+
+// submit sends the request to master i, a DirectNode. With inline set (one
+// master, and a caller that would only wait for its reply) the calling
+// goroutine reads the reply itself when nothing else is in flight to the
+// master; a caller that cancels its context then waits for at most the
+// phase's deadline.
+func (p *phase) submit(i int, inline bool) {
+	c := &p.calls[i]
+	c.ctx, c.p, c.node, c.req, c.deadline = p, p, i, &p.req, p.bucket.at
+	if inline {
+		p.r.direct[i].w.call(c)
+		return
+	}
+	p.r.direct[i].w.submit(c)
 }
 
 // run is start's goroutine for a master that is not pipelined: it waits for

@@ -183,10 +183,27 @@ type call struct {
 	p    *phase // enqueue's: the phase told through complete, and
 	node int    // the master's index in it
 
+	// For a DirectNode (wire.go): what to send, and when its reply is due
+	// (zero: no bound).
+	req      *request
+	deadline time.Time
+
 	// The phase's reading of the reply (written by phase.deliver).
 	ok    bool
 	token uint64
 	err   error
+}
+
+// finish hands a DirectNode's reply to c's phase, or to the caller waiting
+// on c.done.
+func (c *call) finish(ok bool, token uint64, err error) {
+	if p := c.p; p != nil {
+		p.deliver(c.node, ok, token, err)
+		p.r.bg.Done()
+		return
+	}
+	c.ok, c.token, c.err = ok, token, err
+	close(c.done)
 }
 
 // enqueue queues c, a phase's request, without waiting: the flusher hands

@@ -12,7 +12,7 @@ import (
 // every request still gets its own answer.
 func TestPipelinedNodeBatchesAndReloadsScripts(t *testing.T) {
 	cs := clients(t, masters.Addrs()[:3])
-	r := newRedlock(t, nodesOf(cs))
+	r := newRedlock(t, nodesOf(t, cs))
 	ctx := context.Background()
 	for _, c := range cs {
 		if err := c.ScriptFlush(ctx).Err(); err != nil {

@@ -131,8 +131,8 @@ func (r *Redlock) startAttempt(ctx context.Context, key string, cfg *config) *at
 	if r.goroutines {
 		a.inflight = make([]sync.WaitGroup, len(r.nodes))
 		a.decided = make(chan struct{})
-		for i, n := range r.pipes {
-			if n == nil {
+		for i := range r.nodes {
+			if !r.queued(i) {
 				a.inflight[i].Add(1)
 			}
 		}
@@ -177,8 +177,8 @@ func (a *attempt) decide(failed bool) {
 		request{kind: reqRelease, key: a.req.key, value: a.req.value}, false)
 	// Only the pipelined masters: the others roll back from their goroutines.
 	skipped := 0
-	for _, n := range a.r.pipes {
-		if n == nil {
+	for i := range a.r.nodes {
+		if !a.r.queued(i) {
 			skipped++
 		}
 	}
@@ -189,8 +189,16 @@ func (a *attempt) decide(failed bool) {
 // startPiped is start for the pipelined masters only.
 func (p *phase) startPiped() {
 	r := p.r
-	args := p.args()
+	var args []any
+	if r.batched {
+		args = p.args()
+	}
 	for i, n := range r.pipes {
+		if r.direct[i] != nil {
+			r.bg.Add(1)
+			p.submit(i, false)
+			continue
+		}
 		if n == nil {
 			continue
 		}

@@ -58,10 +58,13 @@ type Redlock struct {
 	quorum int
 
 	// pipes[i] is nodes[i] when it is a pipelinedNode (requests go through
-	// its batcher), else nil (requests go through a goroutine each).
-	// pipelined: some master is pipelined; goroutines: some master is not.
-	pipes                 []*pipelinedNode
-	pipelined, goroutines bool
+	// its batcher), direct[i] when it is a DirectNode (requests go on its
+	// wire); both nil when requests go through a goroutine each. batched:
+	// some master is a pipelinedNode; pipelined: some master is either;
+	// goroutines: some master is neither.
+	pipes                          []*pipelinedNode
+	direct                         []*DirectNode
+	batched, pipelined, goroutines bool
 
 	cfg   config // defaults from New's options, not yet resolved against a call's
 	clock clock
@@ -115,9 +118,12 @@ func New(nodes []Node, opts ...Option) (*Redlock, error) {
 		clock:  systemClock{},
 	}
 	r.pipes = make([]*pipelinedNode, len(r.nodes))
+	r.direct = make([]*DirectNode, len(r.nodes))
 	for i, n := range r.nodes {
 		r.pipes[i], _ = n.(*pipelinedNode)
-		if r.pipes[i] != nil {
+		r.direct[i], _ = n.(*DirectNode)
+		r.batched = r.batched || r.pipes[i] != nil
+		if r.queued(i) {
 			r.pipelined = true
 		} else {
 			r.goroutines = true
@@ -126,6 +132,11 @@ func New(nodes []Node, opts ...Option) (*Redlock, error) {
 	r.sched = scheduler{r: r, wake: make(chan struct{}, 1)}
 	return r, nil
 }
+
+// queued reports whether requests to master i are queued on it (a
+// pipelinedNode's batcher, a DirectNode's wire) rather than made from a
+// goroutine each.
+func (r *Redlock) queued(i int) bool { return r.pipes[i] != nil || r.direct[i] != nil }
 
 // MaxKeyLen is the longest key Lock and TryLock accept, in bytes. Any bytes
 // are allowed (braces, spaces, newlines, binary, invalid UTF-8): each master

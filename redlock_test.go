@@ -105,7 +105,7 @@ func TestQuorumEverySubset(t *testing.T) {
 // slow majority fails it within the node timeout.
 func TestEarlyDecision(t *testing.T) {
 	cs := clients(t, masters.Addrs())
-	nodes := nodesOf(cs)
+	nodes := nodesOf(t, cs)
 	slow := make([]*faultNode, len(nodes))
 	for i := range nodes {
 		slow[i] = wrap(nodes[i])
@@ -171,7 +171,7 @@ func TestValidityShrinks(t *testing.T) {
 		elapsed time.Duration
 		ok      bool
 	}{{0, true}, {3 * time.Second, true}, {8 * time.Second, true}, {9 * time.Second, false}} {
-		r := newRedlock(t, nodesOf(cs), WithTTL(ttl))
+		r := newRedlock(t, nodesOf(t, cs), WithTTL(ttl))
 		start := time.Now()
 		fc := &fakeClock{now: start, step: tc.elapsed}
 		r.clock = fc
@@ -202,7 +202,7 @@ func TestValidityShrinks(t *testing.T) {
 // value, including one whose SET landed although the client timed out.
 func TestRollbackCleansEveryMaster(t *testing.T) {
 	cs := clients(t, masters.Addrs()[:3])
-	nodes := nodesOf(cs)
+	nodes := nodesOf(t, cs)
 	late := wrap(nodes[0])
 	late.lateReply.Store(true)
 	nodes[0] = late
@@ -228,7 +228,7 @@ func TestRollbackCleansEveryMaster(t *testing.T) {
 // after Unlock no master holds the key.
 func TestStragglerCannotOutliveUnlock(t *testing.T) {
 	cs := clients(t, masters.Addrs())
-	nodes := nodesOf(cs)
+	nodes := nodesOf(t, cs)
 	slow := wrap(nodes[2])
 	slow.acquireDelay.Store(int64(20 * time.Millisecond))
 	nodes[2] = slow
@@ -257,7 +257,7 @@ func TestNoOverlapUnderContention(t *testing.T) {
 	if testing.Short() {
 		rounds = 20
 	}
-	r := newRedlock(t, nodesOf(clients(t, masters.Addrs())),
+	r := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())),
 		WithTTL(5*time.Second), WithNodeTimeout(time.Second), WithBackoff(time.Millisecond, 20*time.Millisecond))
 	key := testKey(t)
 	var inside, maxInside, total atomic.Int64
@@ -301,7 +301,7 @@ func TestNoOverlapUnderContention(t *testing.T) {
 // would sit on a bare quorum and one master failure would lose it.
 func TestCancelAfterLockKeepsStragglers(t *testing.T) {
 	cs := clients(t, masters.Addrs())
-	nodes := nodesOf(cs)
+	nodes := nodesOf(t, cs)
 	slow := wrap(nodes[4])
 	slow.acquireDelay.Store(int64(30 * time.Millisecond))
 	nodes[4] = slow
@@ -335,7 +335,7 @@ func TestNodeTimeoutHoldsWithoutContextDeadlines(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r := newRedlock(t, nodesOf(cs), WithNodeTimeout(100*time.Millisecond))
+	r := newRedlock(t, nodesOf(t, cs), WithNodeTimeout(100*time.Millisecond))
 	for i := range 3 {
 		if err := c.Servers[i].Pause(); err != nil {
 			t.Fatal(err)
@@ -375,7 +375,7 @@ func TestStragglerThroughPipelinedNode(t *testing.T) {
 	px.SetLatency(20 * time.Millisecond)
 	addrs := masters.Addrs()
 	addrs[2] = px.Addr()
-	nodes := nodesOf(clients(t, addrs))
+	nodes := nodesOf(t, clients(t, addrs))
 	direct := clients(t, masters.Addrs())
 	r := newRedlock(t, nodes, WithNodeTimeout(200*time.Millisecond))
 	other := newRedlock(t, nodes, WithNodeTimeout(200*time.Millisecond))

@@ -12,7 +12,7 @@ import (
 // take 40 turns on one key quickly; the queue keeps them fair and the
 // masters keep them exclusive.
 func TestLockWakesLocalWaiters(t *testing.T) {
-	r := newRedlock(t, nodesOf(clients(t, masters.Addrs())), WithBackoff(2*time.Second, 2*time.Second))
+	r := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(2*time.Second, 2*time.Second))
 	key := testKey(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -21,8 +21,8 @@ import (
 // again, up to three times.
 func TestDoStaysExclusive(t *testing.T) {
 	cs := clients(t, masters.Addrs())
-	r := newRedlock(t, nodesOf(cs))
-	other := newRedlock(t, nodesOf(clients(t, masters.Addrs())))
+	r := newRedlock(t, nodesOf(t, cs))
+	other := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
 	for try := 1; ; try++ {
 		err := doStaysExclusive(t, r, other, cs)
 		if err == nil {
@@ -105,7 +105,7 @@ func TestLockLostWhenMajorityDies(t *testing.T) {
 	const ttl = time.Second
 	t.Run("Lock", func(t *testing.T) {
 		c := redistest.StartT(t, 3, redistest.Options{})
-		r := newRedlock(t, nodesOf(clients(t, c.Addrs())))
+		r := newRedlock(t, nodesOf(t, clients(t, c.Addrs())))
 		ctx := context.Background()
 		l, err := r.Lock(ctx, testKey(t), WithTTL(ttl), WithAutoExtend())
 		if err != nil {
@@ -143,7 +143,7 @@ func TestLockLostWhenMajorityDies(t *testing.T) {
 	})
 	t.Run("Do", func(t *testing.T) {
 		c := redistest.StartT(t, 3, redistest.Options{})
-		r := newRedlock(t, nodesOf(clients(t, c.Addrs())))
+		r := newRedlock(t, nodesOf(t, clients(t, c.Addrs())))
 		var killed, cancelled time.Time
 		start := time.Now()
 		err := r.Do(context.Background(), testKey(t), func(ctx context.Context) error {
@@ -183,7 +183,7 @@ func TestUnlockWaitsForRenewalInFlight(t *testing.T) {
 			cs := clients(t, masters.Addrs()[:3])
 			slow := make([]*faultNode, len(cs))
 			nodes := make([]Node, len(cs))
-			for i, n := range nodesOf(cs) {
+			for i, n := range nodesOf(t, cs) {
 				slow[i] = wrap(n)
 				nodes[i] = slow[i]
 				if !batched {
@@ -235,7 +235,7 @@ func TestUnlockWaitsForRenewalInFlight(t *testing.T) {
 // TestDoneWithoutAutoExtend: Done closes at Until with ErrLockLost, later
 // when Extend moved Until, and at Unlock with ErrUnlocked.
 func TestDoneWithoutAutoExtend(t *testing.T) {
-	r := newRedlock(t, nodesOf(clients(t, masters.Addrs()[:3])))
+	r := newRedlock(t, nodesOf(t, clients(t, masters.Addrs()[:3])))
 	ctx := context.Background()
 	const ttl = 200 * time.Millisecond
 
@@ -313,7 +313,7 @@ func TestDoneWithoutAutoExtend(t *testing.T) {
 // renewals go on with.
 func TestExtendWithAutoExtend(t *testing.T) {
 	cs := clients(t, masters.Addrs()[:3])
-	r := newRedlock(t, nodesOf(cs))
+	r := newRedlock(t, nodesOf(t, cs))
 	ctx := context.Background()
 	key := testKey(t)
 	l, err := r.Lock(ctx, key, WithTTL(300*time.Millisecond), WithAutoExtend())
@@ -348,7 +348,7 @@ func TestExtendWithAutoExtend(t *testing.T) {
 
 func TestDoBadInputAndPanic(t *testing.T) {
 	cs := clients(t, masters.Addrs()[:3])
-	r := newRedlock(t, nodesOf(cs))
+	r := newRedlock(t, nodesOf(t, cs))
 	ctx := context.Background()
 	if err := r.Do(ctx, "k", nil); !errors.As(err, new(*ConfigError)) {
 		t.Errorf("Do with nil fn: %v, want a ConfigError", err)
@@ -393,7 +393,7 @@ func TestDoBadInputAndPanic(t *testing.T) {
 // TestCloseEndsAutoExtend: Close stops renewing; the locks are lost with
 // ErrClosed, and watched locks still close Done at Until.
 func TestCloseEndsAutoExtend(t *testing.T) {
-	r := newRedlock(t, nodesOf(clients(t, masters.Addrs()[:3])))
+	r := newRedlock(t, nodesOf(t, clients(t, masters.Addrs()[:3])))
 	ctx := context.Background()
 	auto, err := r.Lock(ctx, testKey(t), WithTTL(time.Second), WithAutoExtend())
 	if err != nil {

@@ -34,6 +34,9 @@ func BenchmarkLockUnlock(b *testing.B) {
 		b.Run(fmt.Sprintf("lib=redlock/nodes=%d", n), func(b *testing.B) {
 			lockUnlock(b, newRedlock(b, newClients(b, addrs(n))))
 		})
+		b.Run(fmt.Sprintf("lib=direct/nodes=%d", n), func(b *testing.B) {
+			lockUnlock(b, newRedlockDirect(b, newClients(b, addrs(n))))
+		})
 		b.Run(fmt.Sprintf("lib=redsync/nodes=%d", n), func(b *testing.B) {
 			lockUnlock(b, newRedsync(newClients(b, addrs(n))))
 		})

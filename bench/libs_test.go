@@ -49,6 +49,27 @@ func newRedlock(b testing.TB, cs []*redis.Client, opts ...redlock.Option) *redlo
 	return &redlockLib{r: r}
 }
 
+// newRedlockDirect is newRedlock over DirectNodes to the same masters (the
+// clients' options; the clients themselves stay unused).
+func newRedlockDirect(b testing.TB, cs []*redis.Client, opts ...redlock.Option) *redlockLib {
+	b.Helper()
+	nodes := make([]redlock.Node, len(cs))
+	for i, c := range cs {
+		d, err := redlock.NewDirectNode(c.Options())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { d.Close() })
+		nodes[i] = d
+	}
+	r, err := redlock.New(nodes, append([]redlock.Option{redlock.WithTTL(ttl)}, opts...)...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { r.Close() })
+	return &redlockLib{r: r}
+}
+
 type redlockHeld struct{ l *redlock.Lock }
 
 func (l *redlockLib) lock(ctx context.Context, key string) (held, error) {
