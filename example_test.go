@@ -113,3 +113,32 @@ func ExampleRedlock_Do() {
 	fmt.Println(err)
 	// Output: <nil>
 }
+
+func ExampleNewDirectNode() {
+	// One DirectNode per master; the Redlock does not close Nodes given to
+	// New, so close them after it.
+	var nodes []redlock.Node
+	for _, addr := range strings.Split(os.Getenv("REDLOCK_MASTERS"), ",") {
+		n, err := redlock.NewDirectNode(&redis.Options{Addr: addr})
+		if err != nil {
+			panic(err) // bad options only: it connects on first use
+		}
+		defer n.Close()
+		nodes = append(nodes, n)
+	}
+	rl, err := redlock.New(nodes)
+	if err != nil {
+		panic(err)
+	}
+	defer rl.Close()
+
+	ctx := context.Background()
+	lock, err := rl.Lock(ctx, "invoice:7")
+	if err != nil {
+		fmt.Println("not obtained:", err)
+		return
+	}
+	fmt.Println("holding", lock.Key())
+	_ = lock.Unlock(ctx)
+	// Output: holding invoice:7
+}

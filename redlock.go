@@ -74,8 +74,8 @@ type Redlock struct {
 	bg     sync.WaitGroup // requests still running in the background
 	closed atomic.Bool
 
-	// closeClients closes the go-redis clients the Redlock made (NewFromURLs);
-	// nil when the caller owns them (New).
+	// closeClients closes the nodes the Redlock made (NewFromURLs); nil when
+	// the caller owns them (New).
 	closeClients func() error
 	closeOnce    sync.Once
 	closeErr     error   // closeClients' result, set inside closeOnce
@@ -253,8 +253,8 @@ func (r *Redlock) Do(ctx context.Context, key string, fn func(ctx context.Contex
 // for the requests still running in the background (renewals, releases to
 // slow masters, rollbacks) and makes later acquires fail with [ErrClosed].
 // Locks already held can still be released and extended, unless the Redlock
-// made its own clients ([NewFromURLs]): Close then closes them too. Clients
-// given to New are the caller's to close. Close may be called more than once;
+// made its own nodes ([NewFromURLs]): Close then closes them too. Nodes and
+// clients given to New are the caller's to close. Close may be called more than once;
 // later calls return the first call's error.
 func (r *Redlock) Close() error {
 	r.closed.Store(true)

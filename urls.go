@@ -73,12 +73,13 @@ func ParseMasterURL(rawURL string) (*redis.Options, error) {
 	return o, nil
 }
 
-// NewFromURLs returns a Redlock over one master per URL (see
+// NewFromURLs returns a Redlock over one [DirectNode] per URL (see
 // [ParseMasterURL] for the forms accepted), with opts as in [New]. Unlike
-// New, the Redlock owns the go-redis clients it makes: [Redlock.Close] closes
-// them. Errors name the offending URL without its password. To configure the
-// clients further (certificates, pool sizes), build them from ParseMasterURL's
-// options and use [NewNode] and New instead.
+// New, the Redlock owns the nodes it makes: [Redlock.Close] closes them.
+// Errors name the offending URL without its password. To configure the
+// connections further (certificates, a dialer), build DirectNodes from
+// ParseMasterURL's options with [NewDirectNode], or go-redis clients and
+// [NewNode], and use New instead.
 func NewFromURLs(urls []string, opts ...Option) (*Redlock, error) {
 	if len(urls) == 0 {
 		return nil, configErr("master URLs", "need at least one master URL, got none")
@@ -95,20 +96,22 @@ func NewFromURLs(urls []string, opts ...Option) (*Redlock, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	clients := make([]*redis.Client, len(urls))
+	direct := make([]*DirectNode, 0, len(urls))
+	closeAll := func() error {
+		for _, d := range direct {
+			_ = d.Close() // it always returns nil
+		}
+		return nil
+	}
 	nodes := make([]Node, len(urls))
 	for i, o := range optsOf {
-		clients[i] = redis.NewClient(o)
-		nodes[i] = NewNode(clients[i])
-	}
-	closeAll := func() error {
-		var errs []error
-		for _, c := range clients {
-			if err := c.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("redlock: closing client of %s: %w", clientName(c), err))
-			}
+		d, err := NewDirectNode(o)
+		if err != nil {
+			_ = closeAll()
+			return nil, fmt.Errorf("%s: %w", RedactURL(urls[i]), err)
 		}
-		return errors.Join(errs...)
+		direct = append(direct, d)
+		nodes[i] = d
 	}
 	r, err := New(nodes, opts...)
 	if err != nil {

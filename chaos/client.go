@@ -9,12 +9,15 @@ import (
 	"github.com/redlock/redlock"
 )
 
-// client is one contender: its own go-redis clients, one per master, and
-// its own Redlock over them, as a separate process would have.
+// client is one contender: its own connections, one per master, and its
+// own Redlock over them, as a separate process would have. Clients alternate
+// between the library's two Nodes: even ids use DirectNodes, odd ids go-redis
+// clients through NewNode, so every scenario puts both under its faults.
 type client struct {
-	id  int
-	rdb []*redis.Client
-	rl  *redlock.Redlock
+	id     int
+	rdb    []*redis.Client
+	direct []*redlock.DirectNode
+	rl     *redlock.Redlock
 }
 
 // newClient connects to the masters at addrs. wrap, when not nil, wraps
@@ -23,7 +26,7 @@ func newClient(id int, addrs []string, wrap func(i int, n redlock.Node) redlock.
 	c := &client{id: id}
 	nodes := make([]redlock.Node, len(addrs))
 	for i, addr := range addrs {
-		r := redis.NewClient(&redis.Options{
+		o := &redis.Options{
 			Addr:                  addr,
 			DialTimeout:           200 * time.Millisecond,
 			ReadTimeout:           200 * time.Millisecond,
@@ -33,9 +36,19 @@ func newClient(id int, addrs []string, wrap func(i int, n redlock.Node) redlock.
 			DialerRetries:         1,
 			PoolSize:              4,
 			DisableIdentity:       true,
-		})
-		c.rdb = append(c.rdb, r)
-		nodes[i] = redlock.NewNode(r)
+		}
+		if id%2 == 0 {
+			d, err := redlock.NewDirectNode(o)
+			if err != nil {
+				return nil, errors.Join(err, c.close())
+			}
+			c.direct = append(c.direct, d)
+			nodes[i] = d
+		} else {
+			r := redis.NewClient(o)
+			c.rdb = append(c.rdb, r)
+			nodes[i] = redlock.NewNode(r)
+		}
 		if wrap != nil {
 			nodes[i] = wrap(i, nodes[i])
 		}
@@ -57,6 +70,9 @@ func (c *client) close() error {
 	}
 	for _, r := range c.rdb {
 		errs = append(errs, r.Close())
+	}
+	for _, d := range c.direct {
+		errs = append(errs, d.Close())
 	}
 	return errors.Join(errs...)
 }
