@@ -179,8 +179,8 @@ func (n *DirectNode) ExtendBatch(ctx context.Context, reqs []ExtendRequest) ([]b
 	for i, r := range reqs {
 		qs[i] = request{kind: reqExtend, key: r.Key, value: r.Value, ttl: r.TTL}
 		calls[i] = call{ctx: ctx, req: &qs[i], deadline: deadline, done: make(chan struct{})}
-		n.w.submit(&calls[i])
 	}
+	n.w.submitAll(calls)
 	for i := range calls {
 		select {
 		case <-calls[i].done:

@@ -92,6 +92,29 @@ func (w *wire) submit(c *call) {
 	w.flushLocked(nil)
 }
 
+// submitAll sends calls as submit does, in one write when the connection is
+// up and idle.
+func (w *wire) submitAll(calls []call) {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		for i := range calls {
+			calls[i].finish(false, 0, errNodeClosed)
+		}
+		return
+	}
+	for i := range calls {
+		w.queue = append(w.queue, &calls[i])
+	}
+	if w.link == nil || w.writing {
+		w.kickLocked()
+		w.mu.Unlock()
+		return
+	}
+	w.writing = true
+	w.flushLocked(nil)
+}
+
 // call sends c and, when the connection is idle, reads the reply itself: the
 // caller has nothing else to wait for, and a reply read on its own goroutine
 // costs no wake-up of another. Otherwise it submits c. Either way c is
@@ -394,8 +417,9 @@ func (w *wire) read(l *link, until *call) {
 			w.submit(c)
 			continue
 		}
+		more := w.head < len(w.flight)
 		switch {
-		case w.head < len(w.flight):
+		case more:
 			w.setDeadlineLocked(l, replyDeadline(w.flight[w.head].deadline))
 		case c == until || l.yield:
 			w.flight, w.head = w.flight[:0], 0
@@ -413,14 +437,12 @@ func (w *wire) read(l *link, until *call) {
 		w.mu.Unlock()
 		c.finish(c.req.parse(v, rerr))
 		if c == until {
-			w.mu.Lock()
-			if w.link == l && w.head < len(w.flight) && !l.reading {
-				// More were sent meanwhile: a reader goroutine takes over.
-				l.reading = true
+			if more {
+				// More were sent meanwhile: a reader goroutine takes the
+				// role over (this one never gave it up).
 				w.wg.Add(1)
 				go w.read(l, nil)
 			}
-			w.mu.Unlock()
 			return
 		}
 	}
