@@ -406,9 +406,7 @@ func (w *wire) read(l *link, until *call) {
 			finishAll(failed, fmt.Errorf("read: %w: a reply nobody asked for", errProtocol))
 			return
 		}
-		c := w.flight[w.head]
-		w.flight[w.head] = nil
-		w.head++
+		c := w.popLocked()
 		if isNoScript(rerr) {
 			// The master lost its scripts (SCRIPT FLUSH): send it again, as
 			// EVAL. This goroutine keeps reading, so until still gets its reply.
@@ -446,6 +444,21 @@ func (w *wire) read(l *link, until *call) {
 			return
 		}
 	}
+}
+
+// popLocked takes the request at the head of the flight. Under a load that
+// never lets the flight empty, the answered prefix is dropped now and then,
+// so the slice does not grow without bound.
+func (w *wire) popLocked() *call {
+	c := w.flight[w.head]
+	w.flight[w.head] = nil
+	w.head++
+	if w.head >= 256 && 2*w.head >= len(w.flight) {
+		n := copy(w.flight, w.flight[w.head:])
+		clear(w.flight[n:])
+		w.flight, w.head = w.flight[:n], 0
+	}
+	return c
 }
 
 // readOn decides, after a read of l failed with err before any byte of a
