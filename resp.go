@@ -151,19 +151,23 @@ func readValue(r *bufio.Reader, depth int) (v any, rerr, err error) {
 	body := line[1:]
 	switch line[0] {
 	case '+':
+		if string(body) == "OK" {
+			return "OK", nil, nil // SET's reply, without an allocation
+		}
 		return string(body), nil, nil
 	case '-':
 		return nil, respError(body), nil
 	case ':':
-		n, err := strconv.ParseInt(string(body), 10, 64)
-		if err != nil {
+		n, ok := parseInt(body)
+		if !ok {
 			return nil, nil, protocolf("integer %q", shorten(body))
 		}
 		return n, nil, nil
 	case '$':
-		n, err := strconv.Atoi(string(body))
+		n64, ok := parseInt(body)
+		n := int(n64)
 		switch {
-		case err != nil || n < -1:
+		case !ok || n < -1:
 			return nil, nil, protocolf("bulk length %q", shorten(body))
 		case n == -1:
 			return nil, redis.Nil, nil
@@ -179,9 +183,10 @@ func readValue(r *bufio.Reader, depth int) (v any, rerr, err error) {
 		}
 		return string(b[:n]), nil, nil
 	case '*':
-		n, err := strconv.Atoi(string(body))
+		n64, ok := parseInt(body)
+		n := int(n64)
 		switch {
-		case err != nil || n < -1:
+		case !ok || n < -1:
 			return nil, nil, protocolf("array length %q", shorten(body))
 		case n == -1:
 			return nil, redis.Nil, nil
@@ -204,6 +209,32 @@ func readValue(r *bufio.Reader, depth int) (v any, rerr, err error) {
 		return a, nil, nil
 	}
 	return nil, nil, protocolf("reply type %q", line[0])
+}
+
+// parseInt reads a decimal int64 (an optional minus sign, then 1 to 19
+// digits) without the allocation of strconv on a []byte.
+func parseInt(b []byte) (int64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 19 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	switch {
+	case !neg && n > 1<<63-1, neg && n > 1<<63:
+		return 0, false
+	case neg:
+		return -int64(n), true
+	}
+	return int64(n), true
 }
 
 // readLine reads a line without its CRLF. A line longer than the reader's

@@ -83,7 +83,18 @@ func (w *wire) submit(c *call) {
 		return
 	}
 	w.queue = append(w.queue, c)
-	if w.link == nil || w.writing {
+	w.sendLocked()
+}
+
+// sendLocked writes the queue now if the connection is up, idle and nobody
+// writes; otherwise it stays queued: for the dial in progress, for the
+// writer, or, while a batch is in flight, for the reader, which sends it as
+// the next batch once that one is answered. So under load each master has
+// one batch in flight and the rest gather into the next one write, as
+// go-redis pipelines would, instead of a write per request. w.mu is held on
+// entry and released.
+func (w *wire) sendLocked() {
+	if w.link == nil || w.writing || w.head < len(w.flight) {
 		w.kickLocked()
 		w.mu.Unlock()
 		return
@@ -106,13 +117,7 @@ func (w *wire) submitAll(calls []call) {
 	for i := range calls {
 		w.queue = append(w.queue, &calls[i])
 	}
-	if w.link == nil || w.writing {
-		w.kickLocked()
-		w.mu.Unlock()
-		return
-	}
-	w.writing = true
-	w.flushLocked(nil)
+	w.sendLocked()
 }
 
 // call sends c and, when the connection is idle, reads the reply itself: the
@@ -415,35 +420,56 @@ func (w *wire) read(l *link, until *call) {
 			w.submit(c)
 			continue
 		}
-		more := w.head < len(w.flight)
-		switch {
-		case more:
-			w.setDeadlineLocked(l, replyDeadline(w.flight[w.head].deadline))
-		case c == until || l.yield:
-			w.flight, w.head = w.flight[:0], 0
-			l.reading, l.yield = false, false
-			w.idleAt = time.Now()
-			if c != until {
-				w.mu.Unlock()
-				c.finish(c.req.parse(v, rerr))
-				return
-			}
-		default:
-			w.flight, w.head = w.flight[:0], 0
-			w.setDeadlineLocked(l, time.Now().Add(linger))
-		}
 		w.mu.Unlock()
 		c.finish(c.req.parse(v, rerr))
-		if c == until {
-			if more {
-				// More were sent meanwhile: a reader goroutine takes the
-				// role over (this one never gave it up).
-				w.wg.Add(1)
-				go w.read(l, nil)
-			}
+		if !w.next(l, c == until) {
 			return
 		}
 	}
+}
+
+// next runs after each reply, for the goroutine holding l's reading role:
+// once the batch in flight is answered it sends, as the next batch, what
+// queued meanwhile (see submit); then, if replies are still due, it keeps the
+// role (a caller reading its own reply hands it to a reader goroutine)
+// and reports whether to read on; if none are, an inline caller or a reader
+// asked to yield gives the role up, and a reader goroutine lingers.
+func (w *wire) next(l *link, inline bool) bool {
+	w.mu.Lock()
+	if w.link != l {
+		w.mu.Unlock()
+		return false
+	}
+	if w.head == len(w.flight) && len(w.queue) > 0 && !w.writing {
+		w.writing = true
+		w.flushLocked(nil)
+		w.mu.Lock()
+		if w.link != l {
+			w.mu.Unlock()
+			return false
+		}
+	}
+	more := w.head < len(w.flight)
+	switch {
+	case more && inline:
+		w.wg.Add(1)
+		go w.read(l, nil) // takes the role over: this one never gave it up
+		w.mu.Unlock()
+		return false
+	case more:
+		w.setDeadlineLocked(l, replyDeadline(w.flight[w.head].deadline))
+	case inline || l.yield:
+		w.flight, w.head = w.flight[:0], 0
+		l.reading, l.yield = false, false
+		w.idleAt = time.Now()
+		w.mu.Unlock()
+		return false
+	default:
+		w.flight, w.head = w.flight[:0], 0
+		w.setDeadlineLocked(l, time.Now().Add(linger))
+	}
+	w.mu.Unlock()
+	return true
 }
 
 // popLocked takes the request at the head of the flight. Under a load that
