@@ -29,6 +29,10 @@ const (
 func addrs(n int) []string { return masters.Addrs()[:n] }
 
 // BenchmarkLockUnlock is one uncontended Lock and Unlock of a key, per op.
+//
+// redlock is measured twice wherever it appears: lib=redlock over NewNode
+// (go-redis clients) and lib=direct over DirectNodes (the library's own RESP2
+// connection per master, made from the same clients' options).
 func BenchmarkLockUnlock(b *testing.B) {
 	for _, n := range nodeCounts {
 		b.Run(fmt.Sprintf("lib=redlock/nodes=%d", n), func(b *testing.B) {
@@ -53,6 +57,9 @@ func BenchmarkLockUnlockFenced(b *testing.B) {
 	for _, n := range []int{1, 5, 9} {
 		b.Run(fmt.Sprintf("lib=redlock/nodes=%d", n), func(b *testing.B) {
 			lockUnlock(b, newRedlock(b, newClients(b, addrs(n)), redlock.WithFencing()))
+		})
+		b.Run(fmt.Sprintf("lib=direct/nodes=%d", n), func(b *testing.B) {
+			lockUnlock(b, newRedlockDirect(b, newClients(b, addrs(n)), redlock.WithFencing()))
 		})
 	}
 }
@@ -117,6 +124,7 @@ func BenchmarkTryLockHeld(b *testing.B) {
 		}
 	}
 	b.Run("lib=redlock/nodes=5", func(b *testing.B) { run(b, newRedlock(b, newClients(b, addrs(5)))) })
+	b.Run("lib=direct/nodes=5", func(b *testing.B) { run(b, newRedlockDirect(b, newClients(b, addrs(5)))) })
 	b.Run("lib=redsync/nodes=5", func(b *testing.B) { run(b, newRedsync(newClients(b, addrs(5)))) })
 	b.Run("lib=redislock/nodes=1", func(b *testing.B) { run(b, newRedislock(newClients(b, addrs(1))[0])) })
 }
@@ -141,6 +149,7 @@ func BenchmarkExtend(b *testing.B) {
 		}
 	}
 	b.Run("lib=redlock/nodes=5", func(b *testing.B) { run(b, newRedlock(b, newClients(b, addrs(5)))) })
+	b.Run("lib=direct/nodes=5", func(b *testing.B) { run(b, newRedlockDirect(b, newClients(b, addrs(5)))) })
 	b.Run("lib=redsync/nodes=5", func(b *testing.B) { run(b, newRedsync(newClients(b, addrs(5)))) })
 	b.Run("lib=redislock/nodes=1", func(b *testing.B) { run(b, newRedislock(newClients(b, addrs(1))[0])) })
 }
@@ -151,6 +160,7 @@ func BenchmarkExtend(b *testing.B) {
 // sections per second and the largest share of them one goroutine won.
 func BenchmarkContended(b *testing.B) {
 	b.Run("lib=redlock/nodes=5", func(b *testing.B) { contended(b, newRedlock(b, newClients(b, addrs(5)))) })
+	b.Run("lib=direct/nodes=5", func(b *testing.B) { contended(b, newRedlockDirect(b, newClients(b, addrs(5)))) })
 	b.Run("lib=redsync/nodes=5", func(b *testing.B) { contended(b, newRedsync(newClients(b, addrs(5)))) })
 }
 
@@ -214,6 +224,7 @@ func contended(b *testing.B, l lib) {
 // its own over 5 masters. It reports locks per second.
 func BenchmarkDistinctKeys(b *testing.B) {
 	b.Run("lib=redlock/nodes=5", func(b *testing.B) { distinct(b, newRedlock(b, newClients(b, addrs(5)))) })
+	b.Run("lib=direct/nodes=5", func(b *testing.B) { distinct(b, newRedlockDirect(b, newClients(b, addrs(5)))) })
 	b.Run("lib=redsync/nodes=5", func(b *testing.B) { distinct(b, newRedsync(newClients(b, addrs(5)))) })
 }
 
@@ -242,8 +253,8 @@ func distinct(b *testing.B, l lib) {
 }
 
 // BenchmarkSlowMaster is BenchmarkLockUnlock over 5 masters, one of which is
-// behind internal/faultproxy with 10 ms added to each round trip; both
-// libraries go through the same proxy.
+// behind internal/faultproxy with 10 ms added to each round trip; every
+// library goes through the same proxy.
 func BenchmarkSlowMaster(b *testing.B) {
 	run := func(b *testing.B, mk func([]*redis.Client) lib) {
 		p, err := faultproxy.New(masters.Addrs()[0])
@@ -257,6 +268,9 @@ func BenchmarkSlowMaster(b *testing.B) {
 	}
 	b.Run("lib=redlock/nodes=5", func(b *testing.B) {
 		run(b, func(cs []*redis.Client) lib { return newRedlock(b, cs) })
+	})
+	b.Run("lib=direct/nodes=5", func(b *testing.B) {
+		run(b, func(cs []*redis.Client) lib { return newRedlockDirect(b, cs) })
 	})
 	b.Run("lib=redsync/nodes=5", func(b *testing.B) {
 		run(b, func(cs []*redis.Client) lib { return newRedsync(cs) })

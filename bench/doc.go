@@ -1,7 +1,9 @@
-// Package bench compares redlock with its peers — go-redsync/redsync v4 (over
-// the go-redis v9 adapter) and bsm/redislock (one master) — and with the
-// floor of one master spoken to by raw go-redis, across node counts, over real
-// redis-server masters that the benchmarks start themselves.
+// Package bench compares redlock, over DirectNodes (lib=direct) and over
+// go-redis clients with NewNode (lib=redlock), with its peers —
+// go-redsync/redsync v4 (over the go-redis v9 adapter) and bsm/redislock (one
+// master) — and with the floor of one master spoken to by raw go-redis,
+// across node counts, over real redis-server masters that the benchmarks
+// start themselves.
 //
 // It is a module of its own so that the peers never enter the main go.mod.
 // Its module path lies under github.com/redlock/redlock, so Go's internal
@@ -9,8 +11,9 @@
 // internal/faultproxy: the same masters and the same fault proxy as the
 // library's own tests, for every library measured.
 //
-// Run it with `go run ./cmd/report` (see README.md) or
+// Run it with `go run ./cmd/report` (see README.md), which runs the suite as
+// interleaved passes of -count 1, or
 //
-//	go test -run '^$' -bench . -benchmem -count 6 | tee new.txt
+//	for i in 1 2 3 4 5 6; do go test -run '^$' -bench . -benchmem -count 1; done | tee new.txt
 //	benchstat -col /lib new.txt
 package bench

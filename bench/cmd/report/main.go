@@ -1,14 +1,19 @@
 // Command report runs the benchmark suite, feeds it to benchstat, writes the
-// results table between the markers in the repository's README.md, and plots
+// results tables between the markers in the repository's README.md, and plots
 // Lock+Unlock latency against the node count for redlock and its peers.
 //
 // Run it from the bench module:
 //
-//	cd bench && go run ./cmd/report              # -count 6, about 6 minutes
+//	cd bench && go run ./cmd/report              # 6 passes, about 6 minutes
 //	go run ./cmd/report -from results/bench.txt  # only re-render
 //
-// Every figure it writes is a median over the -count runs of one go test
-// invocation, so the libraries compared share the masters and the moment.
+// The suite runs as -passes interleaved passes of -count 1, each pass running
+// every benchmark of every library once, and the outputs are concatenated.
+// Running -count 6 instead would measure a sub-benchmark six times in a row,
+// so the drift of a shared machine between one sub-benchmark and the next
+// would bias every ratio; interleaved, the samples of one pass were taken
+// within a minute of each other. Each ratio shown is therefore the median of
+// the per-pass ratios, next to the medians of the two figures compared.
 package main
 
 import (
@@ -18,11 +23,12 @@ import (
 	"fmt"
 	"image/color"
 	"log"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +37,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 const (
@@ -39,12 +46,12 @@ const (
 )
 
 func main() {
-	count := flag.Int("count", 6, "go test -count")
+	passes := flag.Int("passes", 6, "interleaved passes of the suite, each with go test -count 1")
 	benchtime := flag.String("benchtime", "1s", "go test -benchtime")
 	bench := flag.String("bench", ".", "go test -bench")
 	from := flag.String("from", "", "read this go test output instead of running the suite")
 	out := flag.String("out", "results", "directory for bench.txt, benchstat.txt and the plots")
-	readme := flag.String("readme", "../README.md", "README whose marked section gets the table")
+	readme := flag.String("readme", "../README.md", "README whose marked section gets the tables")
 	flag.Parse()
 	log.SetFlags(0)
 
@@ -52,20 +59,10 @@ func main() {
 		log.Fatal(err)
 	}
 	raw := filepath.Join(*out, "bench.txt")
-	cmdline := fmt.Sprintf("go test -run '^$' -bench '%s' -benchmem -benchtime %s -count %d", *bench, *benchtime, *count)
+	cmdline := fmt.Sprintf("go test -run '^$' -bench '%s' -benchmem -benchtime %s -count 1", *bench, *benchtime)
 	if *from == "" {
-		log.Printf("running: %s", cmdline)
-		cmd := exec.Command("go", "test", "-run", "^$", "-bench", *bench, "-benchmem",
-			"-benchtime", *benchtime, "-count", strconv.Itoa(*count), "-timeout", "60m")
-		var buf bytes.Buffer
-		cmd.Stdout = &buf
-		cmd.Stderr = os.Stderr
-		err := cmd.Run()
-		if werr := os.WriteFile(raw, buf.Bytes(), 0o644); werr != nil {
-			log.Fatal(werr)
-		}
-		if err != nil {
-			log.Fatalf("go test: %v (output in %s)", err, raw)
+		if err := runPasses(raw, *passes, *bench, *benchtime); err != nil {
+			log.Fatal(err)
 		}
 	} else if *from != raw {
 		b, err := os.ReadFile(*from)
@@ -77,7 +74,8 @@ func main() {
 		}
 	}
 
-	stat, err := exec.Command("go", "tool", "benchstat", "-col", "/lib", raw).CombinedOutput()
+	// redsync first, so that benchstat's "vs base" compares each library with it.
+	stat, err := exec.Command("go", "tool", "benchstat", "-col", "/lib@(redsync direct redlock redislock floor)", raw).CombinedOutput()
 	if err != nil {
 		log.Fatalf("benchstat: %v\n%s", err, stat)
 	}
@@ -89,23 +87,78 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	table := targets(res)
-	cpu := cpuLine(raw)
 	if err := plotLatency(res, filepath.Join(*out, "latency")); err != nil {
 		log.Fatal(err)
 	}
-	section := render(table, res, cpu, cmdline, *count)
+	section := render(res, cpuLine(raw), cmdline)
 	if err := replaceSection(*readme, section); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Print(section)
 }
 
+// runPasses builds the test binary once and runs it passes times with
+// -count 1, appending each pass's output to raw as it completes (so a failed
+// pass leaves the earlier ones on disk).
+func runPasses(raw string, passes int, bench, benchtime string) error {
+	tmp, err := os.MkdirTemp("", "redlock-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	bin := filepath.Join(tmp, "bench.test")
+	build := exec.Command("go", "test", "-c", "-o", bin, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("go test -c: %v", err)
+	}
+	if err := os.WriteFile(raw, nil, 0o644); err != nil {
+		return err
+	}
+	start := time.Now()
+	for i := 1; i <= passes; i++ {
+		t := time.Now()
+		cmd := exec.Command(bin, "-test.run", "^$", "-test.bench", bench, "-test.benchmem",
+			"-test.benchtime", benchtime, "-test.count", "1", "-test.timeout", "30m")
+		var buf bytes.Buffer
+		cmd.Stdout = &buf
+		cmd.Stderr = os.Stderr
+		runErr := cmd.Run()
+		f, err := os.OpenFile(raw, os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		_, werr := f.Write(buf.Bytes())
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			return werr
+		}
+		if runErr != nil {
+			return fmt.Errorf("pass %d: %v (output in %s)", i, runErr, raw)
+		}
+		log.Printf("pass %d/%d: %s", i, passes, time.Since(t).Round(time.Second))
+	}
+	log.Printf("suite: %s", time.Since(start).Round(time.Second))
+	return nil
+}
+
+// sample is one measurement; pass and rep identify the run it came from, so
+// that figures of different benchmarks from the same pass can be paired.
+type sample struct {
+	pass, rep int
+	v         float64
+}
+
 // results maps "Benchmark/lib=x/nodes=n" and a unit to the samples.
-type results map[string]map[string][]float64
+type results map[string]map[string][]sample
 
 var procSuffix = regexp.MustCompile(`-\d+$`)
 
+// parse reads go test output. Each pass starts with its own "goos:" header;
+// within a pass, the k-th line of a benchmark is its rep k (only output run
+// with -count > 1 has more than one).
 func parse(path string) (results, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -113,9 +166,16 @@ func parse(path string) (results, error) {
 	}
 	defer f.Close()
 	res := results{}
+	pass := 0
+	reps := map[string]int{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fs := strings.Fields(sc.Text())
+		if len(fs) > 0 && fs[0] == "goos:" {
+			pass++
+			clear(reps)
+			continue
+		}
 		if len(fs) < 4 || !strings.HasPrefix(fs[0], "Benchmark") {
 			continue
 		}
@@ -124,85 +184,189 @@ func parse(path string) (results, error) {
 		}
 		name := procSuffix.ReplaceAllString(fs[0], "")
 		if res[name] == nil {
-			res[name] = map[string][]float64{}
+			res[name] = map[string][]sample{}
 		}
+		rep := reps[name]
+		reps[name]++
 		for i := 2; i+1 < len(fs); i += 2 {
 			v, err := strconv.ParseFloat(fs[i], 64)
 			if err != nil {
 				continue
 			}
-			res[name][fs[i+1]] = append(res[name][fs[i+1]], v)
+			res[name][fs[i+1]] = append(res[name][fs[i+1]], sample{pass, rep, v})
 		}
 	}
 	return res, sc.Err()
 }
 
+func median(vs []float64) float64 {
+	vs = slices.Clone(vs)
+	slices.Sort(vs)
+	n := len(vs)
+	if n%2 == 1 {
+		return vs[n/2]
+	}
+	return (vs[n/2-1] + vs[n/2]) / 2
+}
+
+func (r results) values(name, unit string) []float64 {
+	var vs []float64
+	for _, s := range r[name][unit] {
+		vs = append(vs, s.v)
+	}
+	return vs
+}
+
 // median of name's samples in unit; ok false when there are none.
 func (r results) median(name, unit string) (float64, bool) {
-	vs := append([]float64(nil), r[name][unit]...)
+	vs := r.values(name, unit)
 	if len(vs) == 0 {
 		return 0, false
 	}
-	sort.Float64s(vs)
-	n := len(vs)
-	if n%2 == 1 {
-		return vs[n/2], true
+	return median(vs), true
+}
+
+// ratio is the median over the passes of a's figure divided by b's in the
+// same pass; n is the number of passes that measured both.
+func (r results) ratio(a, b, unit string) (q float64, n int) {
+	bs := map[[2]int]float64{}
+	for _, s := range r[b][unit] {
+		bs[[2]int{s.pass, s.rep}] = s.v
 	}
-	return (vs[n/2-1] + vs[n/2]) / 2, true
+	var qs []float64
+	for _, s := range r[a][unit] {
+		if y, ok := bs[[2]int{s.pass, s.rep}]; ok && y != 0 {
+			qs = append(qs, s.v/y)
+		}
+	}
+	if len(qs) == 0 {
+		return 0, 0
+	}
+	return median(qs), len(qs)
+}
+
+func (r results) passes() int {
+	n := 0
+	for _, units := range r {
+		for _, ss := range units {
+			n = max(n, len(ss))
+		}
+	}
+	return n
 }
 
 func lu(lib string, n int) string { return fmt.Sprintf("BenchmarkLockUnlock/lib=%s/nodes=%d", lib, n) }
 
-// target is one row of the targets table.
+func bn(bench, lib string, n int) string {
+	return fmt.Sprintf("Benchmark%s/lib=%s/nodes=%d", bench, lib, n)
+}
+
+var nodeCounts = []int{1, 3, 5, 7, 9}
+
+// ours are the two redlock Nodes measured, as lib names and column heads.
+var ours = []struct{ lib, head string }{
+	{"direct", "redlock (DirectNode)"},
+	{"redlock", "redlock (go-redis Node)"},
+}
+
+// verdict is one library's figure for one target.
+type verdict struct {
+	measured   string
+	met, known bool
+}
+
+// target is one row of the targets table: a verdict per library in ours.
 type target struct {
-	what, measured, goal string
-	met, known           bool
+	what, goal string
+	v          []verdict
 }
 
 func targets(r results) []target {
 	var ts []target
-	ratio := func(what, a, b, unit, goal string, le bool, bound float64) {
-		x, ok1 := r.median(a, unit)
-		y, ok2 := r.median(b, unit)
-		t := target{what: what, goal: goal, known: ok1 && ok2 && y != 0}
-		if t.known {
-			q := x / y
-			t.measured = fmt.Sprintf("%.2f× (%s / %s)", q, human(x, unit), human(y, unit))
-			t.met = (le && q <= bound) || (!le && q >= bound)
+	// vsRedsync is a target on ours/redsync of one benchmark and unit.
+	vsRedsync := func(what, bench string, n int, unit, goal string, le bool, bound float64) {
+		t := target{what: what, goal: goal}
+		for _, o := range ours {
+			a, b := bn(bench, o.lib, n), bn(bench, "redsync", n)
+			x, ok1 := r.median(a, unit)
+			y, ok2 := r.median(b, unit)
+			q, np := r.ratio(a, b, unit)
+			v := verdict{known: ok1 && ok2 && np > 0}
+			if v.known {
+				v.measured = fmt.Sprintf("%.2f× (%s / %s)", q, human(x, unit), human(y, unit))
+				v.met = (le && q <= bound) || (!le && q >= bound)
+			}
+			t.v = append(t.v, v)
 		}
 		ts = append(ts, t)
 	}
-	ratio("uncontended Lock+Unlock, N=5: redlock / redsync", lu("redlock", 5), lu("redsync", 5), "ns/op", "≤ 0.6×", true, 0.6)
-	ratio("one master of 5 slowed by 10 ms: redlock / redsync", "BenchmarkSlowMaster/lib=redlock/nodes=5", "BenchmarkSlowMaster/lib=redsync/nodes=5", "ns/op", "≤ 0.2×", true, 0.2)
-	ratio("64 goroutines, distinct keys, N=5: redlock / redsync locks/s", "BenchmarkDistinctKeys/lib=redlock/nodes=5", "BenchmarkDistinctKeys/lib=redsync/nodes=5", "locks/s", "≥ 3×", false, 3)
-	ratio("latency N=9 / N=1 (redlock)", lu("redlock", 9), lu("redlock", 1), "ns/op", "≤ 3.0×", true, 3)
-	ratio("  the same for redsync (reference)", lu("redsync", 9), lu("redsync", 1), "ns/op", "—", true, 1e9)
-	ts[len(ts)-1].goal, ts[len(ts)-1].met = "—", true
+	vsRedsync("uncontended Lock+Unlock, N=5: ÷ redsync", "LockUnlock", 5, "ns/op", "≤ 0.6×", true, 0.6)
+	vsRedsync("one master of 5 slowed by 10 ms: ÷ redsync", "SlowMaster", 5, "ns/op", "≤ 0.2×", true, 0.2)
+	vsRedsync("64 goroutines, distinct keys, N=5: locks/s ÷ redsync", "DistinctKeys", 5, "locks/s", "≥ 3×", false, 3)
 
-	// Allocations: at most floor×N + 2N.
-	if floor, ok := r.median("BenchmarkLockUnlock/lib=floor/nodes=1", "allocs/op"); ok {
-		t := target{what: "allocs per Lock+Unlock beyond the floor × N (worst N)", goal: "≤ 2 per node", known: true, met: true}
-		worst, worstN := -1e9, 0
-		for _, n := range []int{1, 3, 5, 7, 9} {
-			a, ok := r.median(lu("redlock", n), "allocs/op")
+	t := target{what: "Lock+Unlock latency N=9 ÷ N=1", goal: "≤ 3.0×"}
+	for _, o := range ours {
+		x, ok1 := r.median(lu(o.lib, 9), "ns/op")
+		y, ok2 := r.median(lu(o.lib, 1), "ns/op")
+		q, np := r.ratio(lu(o.lib, 9), lu(o.lib, 1), "ns/op")
+		v := verdict{known: ok1 && ok2 && np > 0}
+		if v.known {
+			v.measured = fmt.Sprintf("%.2f× (%s / %s)", q, human(x, "ns/op"), human(y, "ns/op"))
+			v.met = q <= 3
+		}
+		t.v = append(t.v, v)
+	}
+	ts = append(ts, t)
+
+	// Allocations. The go-redis Node is held to the floor (what go-redis
+	// itself allocates for one master's SET NX PX and Lua DEL) × N plus 2 per
+	// node; a DirectNode has no go-redis to discount, so all its allocations
+	// count: at most 2 per node.
+	t = target{what: "allocs per Lock+Unlock per node beyond go-redis's own (worst N)", goal: "≤ 2 per node"}
+	floor, floorOK := r.median(lu("floor", 1), "allocs/op")
+	for _, o := range ours {
+		v := verdict{known: o.lib == "direct" || floorOK}
+		worst, worstN, all := math.Inf(-1), 0, []string{}
+		for _, n := range nodeCounts {
+			a, ok := r.median(lu(o.lib, n), "allocs/op")
 			if !ok {
-				continue
+				v.known = false
+				break
 			}
-			per := (a - floor*float64(n)) / float64(n)
+			all = append(all, fmt.Sprintf("%.0f", a))
+			per := a / float64(n)
+			if o.lib != "direct" {
+				per = (a - floor*float64(n)) / float64(n)
+			}
 			if per > worst {
 				worst, worstN = per, n
 			}
 		}
-		t.measured = fmt.Sprintf("%+.1f per node at N=%d (floor %.0f allocs)", worst, worstN, floor)
-		t.met = worst <= 2
-		ts = append(ts, t)
+		if v.known {
+			v.met = worst <= 2
+			if o.lib == "direct" {
+				v.measured = fmt.Sprintf("%.1f per node at N=%d (absolute: %s allocs/op at N=1…9)", worst, worstN, strings.Join(all, "/"))
+			} else {
+				v.measured = fmt.Sprintf("%+.1f per node at N=%d (%s allocs/op at N=1…9; floor %.0f per master)", worst, worstN, strings.Join(all, "/"), floor)
+			}
+		}
+		t.v = append(t.v, v)
 	}
-	ratio("8 goroutines on one key, N=5: redlock / redsync cs/s", "BenchmarkContended/lib=redlock/nodes=5", "BenchmarkContended/lib=redsync/nodes=5", "cs/s", "≥ 1.5×", false, 1.5)
-	if s, ok := r.median("BenchmarkContended/lib=redlock/nodes=5", "maxshare-%"); ok {
-		rs, _ := r.median("BenchmarkContended/lib=redsync/nodes=5", "maxshare-%")
-		ts = append(ts, target{what: "  largest share of one goroutine (redlock; redsync)", goal: "≤ 25%", known: true,
-			measured: fmt.Sprintf("%.1f%% (redsync %.1f%%)", s, rs), met: s <= 25})
+	ts = append(ts, t)
+
+	vsRedsync("8 goroutines on one key, N=5: cs/s ÷ redsync", "Contended", 5, "cs/s", "≥ 1.5×", false, 1.5)
+	t = target{what: "  largest share of wins of one goroutine (worst pass)", goal: "≤ 25%"}
+	for _, o := range ours {
+		vs := r.values(bn("Contended", o.lib, 5), "maxshare-%")
+		v := verdict{known: len(vs) > 0}
+		if v.known {
+			worst := slices.Max(vs)
+			v.measured = fmt.Sprintf("%.1f%% (median %.1f%%)", worst, median(vs))
+			v.met = worst <= 25
+		}
+		t.v = append(t.v, v)
 	}
+	ts = append(ts, t)
 	return ts
 }
 
@@ -226,50 +390,111 @@ func cpuLine(path string) string {
 	return "unknown CPU"
 }
 
-func render(ts []target, r results, cpu, cmdline string, count int) string {
+func render(r results, cpu, cmdline string) string {
 	var b strings.Builder
 	fmt.Fprintln(&b, beginMarker)
-	fmt.Fprintf(&b, "Medians of %d runs (`%s` in `bench/`), %s, %s; redis-server %s on loopback, all masters on the same 2-core machine as the client.\n\n",
-		count, cmdline, time.Now().UTC().Format("2006-01-02"), cpu, redisVersion())
-	fmt.Fprintln(&b, "| target | measured | goal | met |")
-	fmt.Fprintln(&b, "| --- | --- | --- | --- |")
-	for _, t := range ts {
-		m := "no"
-		switch {
-		case !t.known:
-			t.measured, m = "not measured", "?"
-		case t.goal == "—":
-			m = ""
-		case t.met:
-			m = "yes"
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", t.what, t.measured, t.goal, m)
+	fmt.Fprintf(&b, "%d interleaved passes, each running every benchmark of every library once (`%s` in `bench/`), %s, %s; redis-server %s on loopback, all masters on the same 2-core machine as the client. Figures are medians over the passes; a ratio is the median of the %d per-pass ratios, each comparing figures measured within the same minute.\n\n",
+		r.passes(), cmdline, time.Now().UTC().Format("2006-01-02"), cpu, redisVersion(), r.passes())
+
+	fmt.Fprint(&b, "| target | goal |")
+	for _, o := range ours {
+		fmt.Fprintf(&b, " %s | met |", o.head)
 	}
 	fmt.Fprintln(&b)
-	fmt.Fprintln(&b, "Uncontended Lock+Unlock, median per op:")
-	fmt.Fprintln(&b)
-	fmt.Fprintln(&b, "| nodes | redlock | allocs | redsync | allocs | redislock | floor (go-redis SET NX PX + Lua DEL) |")
-	fmt.Fprintln(&b, "| --- | --- | --- | --- | --- | --- | --- |")
+	fmt.Fprintln(&b, "| --- | --- |"+strings.Repeat(" --- | --- |", len(ours)))
+	for _, t := range targets(r) {
+		fmt.Fprintf(&b, "| %s | %s |", t.what, t.goal)
+		for _, v := range t.v {
+			switch {
+			case !v.known:
+				fmt.Fprint(&b, " not measured | ? |")
+			case v.met:
+				fmt.Fprintf(&b, " %s | yes |", v.measured)
+			default:
+				fmt.Fprintf(&b, " %s | **no** |", v.measured)
+			}
+		}
+		fmt.Fprintln(&b)
+	}
+	var ref []string
+	if q, n := r.ratio(lu("redsync", 9), lu("redsync", 1), "ns/op"); n > 0 {
+		ref = append(ref, fmt.Sprintf("redsync's own N=9 ÷ N=1 is %.2f×", q))
+	}
+	if vs := r.values(bn("Contended", "redsync", 5), "maxshare-%"); len(vs) > 0 {
+		ref = append(ref, fmt.Sprintf("its largest share of wins %.1f%% (median %.1f%%)", slices.Max(vs), median(vs)))
+	}
+	if len(ref) > 0 {
+		fmt.Fprintf(&b, "\nFor reference, %s.\n", strings.Join(ref, ", "))
+	}
+
 	cell := func(name, unit string) string {
 		v, ok := r.median(name, unit)
 		if !ok {
 			return ""
 		}
-		if unit == "ns/op" {
+		switch unit {
+		case "ns/op":
 			return human(v, unit)
+		case "allocs/op", "locks/s", "cs/s":
+			return fmt.Sprintf("%.0f", v)
 		}
-		return fmt.Sprintf("%.0f", v)
+		return fmt.Sprintf("%.3g", v)
 	}
-	for _, n := range []int{1, 3, 5, 7, 9} {
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s |\n", n,
+	ratioCell := func(a, b, unit string) string {
+		q, n := r.ratio(a, b, unit)
+		if n == 0 {
+			return ""
+		}
+		return fmt.Sprintf("%.2f×", q)
+	}
+
+	fmt.Fprintln(&b)
+	fmt.Fprintln(&b, "Uncontended Lock+Unlock, median per op (÷ redsync: median of the per-pass ratios):")
+	fmt.Fprintln(&b)
+	fmt.Fprintln(&b, "| nodes | DirectNode | allocs | go-redis Node | allocs | redsync | allocs | DirectNode ÷ redsync | go-redis Node ÷ redsync | redislock | floor (go-redis SET NX PX + Lua DEL) |")
+	fmt.Fprintln(&b, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	for _, n := range nodeCounts {
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n,
+			cell(lu("direct", n), "ns/op"), cell(lu("direct", n), "allocs/op"),
 			cell(lu("redlock", n), "ns/op"), cell(lu("redlock", n), "allocs/op"),
 			cell(lu("redsync", n), "ns/op"), cell(lu("redsync", n), "allocs/op"),
+			ratioCell(lu("direct", n), lu("redsync", n), "ns/op"),
+			ratioCell(lu("redlock", n), lu("redsync", n), "ns/op"),
 			cell(lu("redislock", n), "ns/op"), cell(lu("floor", n), "ns/op"))
 	}
 	fmt.Fprintln(&b)
 	fmt.Fprintln(&b, "![Lock+Unlock latency against node count](bench/results/latency.png)")
 	fmt.Fprintln(&b)
-	fmt.Fprintln(&b, "The full benchstat tables (fencing, TryLock on a held key, Extend, contention, throughput, a slow master) are in [bench/results/benchstat.txt](bench/results/benchstat.txt), the raw runs in [bench/results/bench.txt](bench/results/bench.txt). Rerun with `cd bench && go run ./cmd/report`.")
+
+	fmt.Fprintln(&b, "The other benchmarks, medians (redsync over the same masters; redislock on one master):")
+	fmt.Fprintln(&b)
+	fmt.Fprintln(&b, "| benchmark | DirectNode | go-redis Node | redsync | redislock (N=1) |")
+	fmt.Fprintln(&b, "| --- | --- | --- | --- | --- |")
+	others := []struct {
+		what, bench string
+		n           int
+		unit        string
+	}{
+		{"Lock+Unlock with fencing, N=1, per op", "LockUnlockFenced", 1, "ns/op"},
+		{"Lock+Unlock with fencing, N=5, per op", "LockUnlockFenced", 5, "ns/op"},
+		{"Lock+Unlock with fencing, N=9, per op", "LockUnlockFenced", 9, "ns/op"},
+		{"TryLock of a held key, N=5, per op", "TryLockHeld", 5, "ns/op"},
+		{"Extend, N=5, per op", "Extend", 5, "ns/op"},
+		{"8 goroutines on one key, N=5", "Contended", 5, "cs/s"},
+		{"64 goroutines, distinct keys, N=5", "DistinctKeys", 5, "locks/s"},
+		{"one master of 5 slowed by 10 ms, per Lock+Unlock", "SlowMaster", 5, "ns/op"},
+	}
+	for _, o := range others {
+		u := ""
+		if o.unit != "ns/op" {
+			u = " (" + o.unit + ")"
+		}
+		fmt.Fprintf(&b, "| %s%s | %s | %s | %s | %s |\n", o.what, u,
+			cell(bn(o.bench, "direct", o.n), o.unit), cell(bn(o.bench, "redlock", o.n), o.unit),
+			cell(bn(o.bench, "redsync", o.n), o.unit), cell(bn(o.bench, "redislock", 1), o.unit))
+	}
+	fmt.Fprintln(&b)
+	fmt.Fprintln(&b, "The full benchstat tables (with B/op and allocs/op) are in [bench/results/benchstat.txt](bench/results/benchstat.txt), the raw passes in [bench/results/bench.txt](bench/results/bench.txt). Rerun with `cd bench && go run ./cmd/report`.")
 	fmt.Fprintln(&b, endMarker)
 	return b.String()
 }
@@ -301,34 +526,44 @@ func replaceSection(path, section string) error {
 	return os.WriteFile(path, []byte(s), 0o644)
 }
 
-// plotLatency draws median Lock+Unlock latency against node count and saves
-// it as base.svg and base.png.
+// plotLatency draws median Lock+Unlock latency against node count, with the
+// range over the passes as error bars, and saves it as base.svg and base.png.
 func plotLatency(r results, base string) error {
 	p := plot.New()
-	p.Title.Text = "Uncontended Lock+Unlock (median)"
+	p.Title.Text = fmt.Sprintf("Uncontended Lock+Unlock: median, bars min–max of %d passes", r.passes())
 	p.X.Label.Text = "Redis masters (N)"
 	p.Y.Label.Text = "latency (µs)"
 	p.Legend.Top = true
 	p.Legend.Left = true
+	p.Legend.Padding = vg.Points(2)
+	p.Legend.YOffs = -vg.Points(6)
+	p.Legend.XOffs = vg.Points(4)
 	p.Add(plotter.NewGrid())
 	p.X.Tick.Marker = plot.ConstantTicks([]plot.Tick{{Value: 1, Label: "1"}, {Value: 3, Label: "3"}, {Value: 5, Label: "5"}, {Value: 7, Label: "7"}, {Value: 9, Label: "9"}})
 	series := []struct {
-		lib   string
-		label string
-		c     color.RGBA
-		shape draw.GlyphDrawer
+		lib, label string
+		c          color.RGBA
+		shape      draw.GlyphDrawer
+		dashes     []vg.Length
+		dx         float64 // x offset, so that the error bars do not overlap
 	}{
-		{"redlock", "redlock", color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 255}, draw.CircleGlyph{}},
-		{"redsync", "go-redsync/redsync v4", color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 255}, draw.SquareGlyph{}},
-		{"redislock", "bsm/redislock (1 master)", color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 255}, draw.TriangleGlyph{}},
-		{"floor", "floor: go-redis SET NX + Lua DEL", color.RGBA{A: 255}, draw.CrossGlyph{}},
+		{"direct", "redlock (DirectNode)", color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 255}, draw.CircleGlyph{}, nil, -0.12},
+		{"redlock", "redlock (go-redis Node)", color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 255}, draw.RingGlyph{}, []vg.Length{vg.Points(5), vg.Points(3)}, -0.04},
+		{"redsync", "go-redsync/redsync v4", color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 255}, draw.SquareGlyph{}, nil, 0.04},
+		{"redislock", "bsm/redislock (1 master)", color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 255}, draw.TriangleGlyph{}, nil, 0.12},
+		{"floor", "floor: go-redis SET NX + Lua DEL", color.RGBA{A: 255}, draw.CrossGlyph{}, nil, 0.2},
 	}
 	for _, s := range series {
 		var pts plotter.XYs
-		for _, n := range []int{1, 3, 5, 7, 9} {
-			if v, ok := r.median(lu(s.lib, n), "ns/op"); ok {
-				pts = append(pts, plotter.XY{X: float64(n), Y: v / 1e3})
+		var errs plotter.YErrors
+		for _, n := range nodeCounts {
+			vs := r.values(lu(s.lib, n), "ns/op")
+			if len(vs) == 0 {
+				continue
 			}
+			m := median(vs) / 1e3
+			pts = append(pts, plotter.XY{X: float64(n) + s.dx, Y: m})
+			errs = append(errs, struct{ Low, High float64 }{m - slices.Min(vs)/1e3, slices.Max(vs)/1e3 - m})
 		}
 		if len(pts) == 0 {
 			continue
@@ -337,24 +572,44 @@ func plotLatency(r results, base string) error {
 		if err != nil {
 			return err
 		}
-		sc.GlyphStyle.Color, sc.GlyphStyle.Shape, sc.GlyphStyle.Radius = s.c, s.shape, vg.Points(4)
+		sc.GlyphStyle.Color, sc.GlyphStyle.Shape, sc.GlyphStyle.Radius = s.c, s.shape, vg.Points(3.5)
 		p.Add(sc)
-		p.Legend.Add(s.label, sc)
+		eb, err := plotter.NewYErrorBars(struct {
+			plotter.XYs
+			plotter.YErrors
+		}{pts, errs})
+		if err != nil {
+			return err
+		}
+		eb.Color, eb.Width, eb.CapWidth = s.c, vg.Points(1), vg.Points(5)
+		p.Add(eb)
 		if len(pts) > 1 {
 			l, err := plotter.NewLine(pts)
 			if err != nil {
 				return err
 			}
-			l.Color, l.Width = s.c, vg.Points(1.5)
+			l.Color, l.Width, l.Dashes = s.c, vg.Points(1.5), s.dashes
 			p.Add(l)
+			p.Legend.Add(s.label, l, sc)
+		} else {
+			p.Legend.Add(s.label, sc)
 		}
 	}
 	p.Y.Min = 0
 	p.X.Min, p.X.Max = 0.5, 9.5
-	for _, ext := range []string{".svg", ".png"} {
-		if err := p.Save(16*vg.Centimeter, 10*vg.Centimeter, base+ext); err != nil {
-			return err
-		}
+	w, h := 18*vg.Centimeter, 11*vg.Centimeter
+	if err := p.Save(w, h, base+".svg"); err != nil {
+		return err
 	}
-	return nil
+	c := vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(144))}
+	p.Draw(draw.New(c))
+	f, err := os.Create(base + ".png")
+	if err != nil {
+		return err
+	}
+	if _, err := c.WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
