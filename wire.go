@@ -119,7 +119,8 @@ func (w *wire) call(c *call) {
 	w.writing, l.reading = true, true
 	var bit uint8
 	buf := w.buf[:0]
-	buf, bit = appendRequest(buf, c.req, w.loaded&scriptBit(c.req.kind) != 0)
+	c.evalsha = w.loaded&scriptBit(c.req.kind) != 0
+	buf, bit = appendRequest(buf, c.req, c.evalsha)
 	w.loaded |= bit
 	w.flight = append(w.flight, c)
 	w.setDeadlineLocked(l, replyDeadline(c.deadline))
@@ -199,7 +200,8 @@ func (w *wire) flushLocked(pre []byte) {
 				continue
 			}
 			var bit uint8
-			buf, bit = appendRequest(buf, c.req, w.loaded&scriptBit(c.req.kind) != 0)
+			c.evalsha = w.loaded&scriptBit(c.req.kind) != 0
+			buf, bit = appendRequest(buf, c.req, c.evalsha)
 			w.loaded |= bit
 			w.flight = append(w.flight, c)
 			if c.deadline.IsZero() {
@@ -386,9 +388,12 @@ func (w *wire) read(l *link, until *call) {
 		c := w.flight[w.head]
 		w.flight[w.head] = nil
 		w.head++
-		if isNoScript(rerr) {
+		if isNoScript(rerr) && c.evalsha {
 			// The master lost its scripts (SCRIPT FLUSH): send it again, as
 			// EVAL. This goroutine keeps reading, so until still gets its reply.
+			// An EVAL answered NOSCRIPT (no real master does that) is not
+			// sent again: it would be, round trip after round trip, until
+			// its deadline.
 			w.loaded &^= scriptBit(c.req.kind)
 			w.mu.Unlock()
 			w.submit(c)
