@@ -402,6 +402,13 @@ func (w *wire) read(l *link, until *call) {
 		switch {
 		case w.head < len(w.flight):
 			w.setDeadlineLocked(l, replyDeadline(w.flight[w.head].deadline))
+			if c == until {
+				// More were sent behind until: a reader goroutine takes
+				// the role over (l.reading stays set) before this caller
+				// returns, or nobody would read their replies.
+				w.wg.Add(1)
+				go w.read(l, nil)
+			}
 		case c == until || l.yield:
 			w.flight, w.head = w.flight[:0], 0
 			l.reading, l.yield = false, false
