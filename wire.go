@@ -154,8 +154,9 @@ func (w *wire) kickLocked() {
 }
 
 // liveLocked checks, when the connection has been idle for a while and
-// nobody reads it, that the master has not closed it; if it has, it drops
-// the connection (the next request dials again) and reports false.
+// nobody reads it, that the master has not closed it (nor sent anything, see
+// connAlive); if it has, it drops the connection (the next request dials
+// again) and reports false.
 func (w *wire) liveLocked() bool {
 	l := w.link
 	if l == nil || l.reading || w.head < len(w.flight) || time.Since(w.idleAt) < idleCheck {
