@@ -3,15 +3,20 @@
 package redlock
 
 import (
+	"errors"
 	"io"
 	"net"
 	"syscall"
 )
 
-// connAlive reports, without reading anything, whether the peer has closed
-// conn (io.EOF) or the socket failed. Data waiting to be read counts as
-// alive. Connections that do not expose their socket (or a TLS connection's,
-// through NetConn) are assumed alive.
+// connAlive reports, without reading anything, whether an idle conn, one
+// on which no reply is due, can take a request: not when the peer has closed
+// it (io.EOF), the socket failed, or bytes are waiting. A RESP2 master sends
+// nothing unasked, so waiting bytes are a reply nobody asked for (which the
+// next request would take for its own) or, under TLS, the master's
+// close_notify before its FIN: what a master sends when it closes a TLS
+// connection (CLIENT KILL, its idle timeout). Connections that do not expose
+// their socket (or a TLS connection's, through NetConn) are assumed alive.
 func connAlive(conn net.Conn) error {
 	for range 4 {
 		if sc, ok := conn.(syscall.Conn); ok {
@@ -26,6 +31,9 @@ func connAlive(conn net.Conn) error {
 	return nil
 }
 
+// errIdleBytes is connAlive's verdict on a connection with bytes waiting.
+var errIdleBytes = errors.New("bytes waiting on an idle connection")
+
 func peek(sc syscall.Conn) error {
 	raw, err := sc.SyscallConn()
 	if err != nil {
@@ -38,7 +46,9 @@ func peek(sc syscall.Conn) error {
 		switch {
 		case n == 0 && err == nil:
 			res = io.EOF
-		case err == syscall.EAGAIN || err == syscall.EWOULDBLOCK || n > 0:
+		case n > 0:
+			res = errIdleBytes
+		case err == syscall.EAGAIN || err == syscall.EWOULDBLOCK:
 			res = nil
 		default:
 			res = err

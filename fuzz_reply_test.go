@@ -31,16 +31,25 @@ var hostileSeeds = []string{
 	"+QUEUED\r\n", "$-1\r\n", "*-1\r\n", "_\r\n", "-ERR boom\r\n",
 	"*2\r\n:1\r\n:1\r\n", "%1\r\n:1\r\n:1\r\n", ",1.5\r\n", "#t\r\n",
 	"(12345678901234567890\r\n", "garbage\r\n", "$10\r\nabc", "$-7\r\n", "",
+	"$2\r\nOKxx", "$99999999\r\n", "*99999999\r\n", "-NOSCRIPT No matching script\r\n",
+	"*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n",
 }
 
 // FuzzNodeReply feeds arbitrary bytes, as the reply to every command, from a
-// fake master to a Node: no call panics or hangs, an error never comes with
-// a success, and a success needs a well-formed reply of the right type.
+// fake master to a DirectNode and to a go-redis Node: no call panics or
+// hangs, an error never comes with a success, and a success needs a
+// well-formed reply of the right type.
 func FuzzNodeReply(f *testing.F) {
 	for _, s := range hostileSeeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, reply []byte) {
+		fake := pipeFake(t, reply, true)
+		// A DirectNode refuses lengths over its bounds before it
+		// allocates (TestReadReplyBounds), so it takes every input, and
+		// checks the CRLF after a bulk string's payload.
+		acq, fenced, flags := nodeOutcomes(t, fake.pipeDirect(t), time.Second)
+		checkReplyOutcomes(t, "DirectNode", reply, acq, fenced, flags, "$2\r\nOK\r\n")
 		if declaresHugeLength(reply) {
 			// go-redis sizes maps and slices by the length a reply declares
 			// (a "%123456780" map header allocates gigabytes before any
@@ -49,19 +58,27 @@ func FuzzNodeReply(f *testing.F) {
 			// the rest instead of running out of memory.
 			t.Skip("declares an aggregate or bulk length over 1<<20")
 		}
-		fake := pipeFake(t, reply, true)
-		acq, fenced, flags := nodeOutcomes(t, fake.pipeNode(t), time.Second)
+		acq, fenced, flags = nodeOutcomes(t, fake.pipeNode(t), time.Second)
 		// go-redis does not check the CRLF after a bulk string's payload.
-		if acq == "true" && !bytes.HasPrefix(reply, []byte("+OK\r\n")) && !bytes.HasPrefix(reply, []byte("$2\r\nOK")) {
-			t.Errorf("Acquire succeeded on the reply %q", reply)
-		}
-		if (flags == "true" || flags == "false") && !bytes.HasPrefix(reply, []byte(":")) {
-			t.Errorf("a 0/1 script reported %s on the non-integer reply %q", flags, reply)
-		}
-		if tok, ok := strings.CutPrefix(fenced, "token "); ok {
-			if !bytes.HasPrefix(reply, []byte(":")) || len(tok) > 16 {
-				t.Errorf("AcquireFenced returned %s on the reply %q", fenced, reply)
-			}
-		}
+		checkReplyOutcomes(t, "go-redis", reply, acq, fenced, flags, "$2\r\nOK")
 	})
+}
+
+// checkReplyOutcomes fails t if a Node reported a success that reply does
+// not support: an acquire needs +OK or the bulk string okBulk starts with,
+// a 0/1 script and a fence token an integer reply (a token of at most 16
+// digits, under 2^53).
+func checkReplyOutcomes(t *testing.T, node string, reply []byte, acq, fenced, flags, okBulk string) {
+	t.Helper()
+	if acq == "true" && !bytes.HasPrefix(reply, []byte("+OK\r\n")) && !bytes.HasPrefix(reply, []byte(okBulk)) {
+		t.Errorf("%s: Acquire succeeded on the reply %q", node, reply)
+	}
+	if (flags == "true" || flags == "false") && !bytes.HasPrefix(reply, []byte(":")) {
+		t.Errorf("%s: a 0/1 script reported %s on the non-integer reply %q", node, flags, reply)
+	}
+	if tok, ok := strings.CutPrefix(fenced, "token "); ok {
+		if !bytes.HasPrefix(reply, []byte(":")) || len(tok) > 16 {
+			t.Errorf("%s: AcquireFenced returned %s on the reply %q", node, fenced, reply)
+		}
+	}
 }

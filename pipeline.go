@@ -183,10 +183,12 @@ type call struct {
 	p    *phase // enqueue's: the phase told through complete, and
 	node int    // the master's index in it
 
-	// For a DirectNode (wire.go): what to send, and when its reply is due
-	// (zero: no bound).
+	// For a DirectNode (wire.go): what to send, when its reply is due
+	// (zero: no bound), and whether it was sent as EVALSHA (so NOSCRIPT
+	// sends it again, as EVAL; written under wire.mu).
 	req      *request
 	deadline time.Time
+	evalsha  bool
 
 	// The phase's reading of the reply (written by phase.deliver).
 	ok    bool

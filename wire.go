@@ -147,7 +147,8 @@ func (w *wire) call(c *call) {
 	w.writing, l.reading = true, true
 	var bit uint8
 	buf := w.buf[:0]
-	buf, bit = appendRequest(buf, c.req, w.loaded&scriptBit(c.req.kind) != 0)
+	c.evalsha = w.loaded&scriptBit(c.req.kind) != 0
+	buf, bit = appendRequest(buf, c.req, c.evalsha)
 	w.loaded |= bit
 	w.flight = append(w.flight, c)
 	w.setDeadlineLocked(l, replyDeadline(c.deadline))
@@ -181,8 +182,9 @@ func (w *wire) kickLocked() {
 }
 
 // liveLocked checks, when the connection has been idle for a while and
-// nobody reads it, that the master has not closed it; if it has, it drops
-// the connection (the next request dials again) and reports false.
+// nobody reads it, that the master has not closed it (nor sent anything, see
+// connAlive); if it has, it drops the connection (the next request dials
+// again) and reports false.
 func (w *wire) liveLocked() bool {
 	l := w.link
 	if l == nil || l.reading || w.head < len(w.flight) || time.Since(w.idleAt) < idleCheck {
@@ -227,7 +229,8 @@ func (w *wire) flushLocked(pre []byte) {
 				continue
 			}
 			var bit uint8
-			buf, bit = appendRequest(buf, c.req, w.loaded&scriptBit(c.req.kind) != 0)
+			c.evalsha = w.loaded&scriptBit(c.req.kind) != 0
+			buf, bit = appendRequest(buf, c.req, c.evalsha)
 			w.loaded |= bit
 			w.flight = append(w.flight, c)
 			if c.deadline.IsZero() {
@@ -412,9 +415,12 @@ func (w *wire) read(l *link, until *call) {
 			return
 		}
 		c := w.popLocked()
-		if isNoScript(rerr) {
+		if isNoScript(rerr) && c.evalsha {
 			// The master lost its scripts (SCRIPT FLUSH): send it again, as
 			// EVAL. This goroutine keeps reading, so until still gets its reply.
+			// An EVAL answered NOSCRIPT (no real master does that) is not
+			// sent again: it would be, round trip after round trip, until
+			// its deadline.
 			w.loaded &^= scriptBit(c.req.kind)
 			w.mu.Unlock()
 			w.submit(c)
