@@ -863,16 +863,22 @@ func TestDirectNodeBlackhole(t *testing.T) {
 	for i := range 3 { // on the connection made before, then on new ones
 		lockUnlock(fmt.Sprintf("partitioned, round %d", i))
 	}
-	// Requests in flight to the black hole now, without waiting for them.
+	// Requests in flight to the black hole now: TryLock and Unlock return
+	// at the quorum, without waiting for them.
 	for range 5 {
 		l, err := r.TryLock(ctx, testKey(t))
 		if err != nil {
 			t.Fatal(err)
 		}
-		go l.Unlock(ctx)
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if took := bounded(t, 10*time.Second, "Redlock.Close", func() { r.Close() }); took > nodeTimeout+slack {
-		t.Errorf("Redlock.Close took %v; its requests end by the node timeout %v", took, nodeTimeout)
+	// An Unlock while its acquire is still in flight gives its release a
+	// node timeout of its own after the acquire's deadline (Lock.fanout):
+	// the requests in flight end by twice the node timeout.
+	if took := bounded(t, 10*time.Second, "Redlock.Close", func() { r.Close() }); took > 2*nodeTimeout+slack {
+		t.Errorf("Redlock.Close took %v; its requests end by twice the node timeout %v", took, nodeTimeout)
 	}
 	for i, n := range nodes {
 		if took := bounded(t, 10*time.Second, "DirectNode.Close", func() { n.(*DirectNode).Close() }); took > slack {
@@ -951,8 +957,10 @@ func TestDirectNodeScriptFlush(t *testing.T) {
 			if !oks[0] || !oks[1] || !oks[2] || errors.Join(errs...) != nil {
 				t.Errorf("ExtendBatch after SCRIPT FLUSH: %v, %v", oks, errors.Join(errs...))
 			}
-			if n := infoInt(t, admin, "errorstats", "errorstat_NOSCRIPT") - noscript; n != 3 {
-				t.Errorf("master answered NOSCRIPT %d times to the batch, want 3", n)
+			// The first renewal's EVAL may go out before the others'
+			// EVALSHA, which the master then knows.
+			if n := infoInt(t, admin, "errorstats", "errorstat_NOSCRIPT") - noscript; n < 1 || n > 3 {
+				t.Errorf("master answered NOSCRIPT %d times to the batch of three, want 1 to 3", n)
 			}
 			if n := infoInt(t, admin, "stats", "total_connections_received") - conns; n != 0 {
 				t.Errorf("%d connections made after the first; NOSCRIPT must be handled on the same one", n)
