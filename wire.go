@@ -34,13 +34,11 @@ type wire struct {
 	mu      sync.Mutex
 	link    *link // nil while down or dialing
 	dialing bool
-	writing bool // a goroutine is writing queue to link
 	closed  bool
 	queue   []*call // not yet written
 	flight  []*call // written, awaiting replies in order from head
 	head    int
 	loaded  uint8     // scripts sent on link with EVAL, so the master has them (scriptBit)
-	buf     []byte    // the writer's buffer
 	idleAt  time.Time // when the last reply was read, for the liveness check
 	wg      sync.WaitGroup
 }
@@ -50,6 +48,8 @@ type link struct {
 	net.Conn
 	rd      *bufio.Reader
 	greet   []string  // handshake commands whose replies are still to read
+	writing bool      // a goroutine writes the queue to it (under wire.mu)
+	buf     []byte    // its writer's buffer
 	reading bool      // a goroutine holds the reading role (under wire.mu)
 	yield   bool      // the reader goroutine ends when no reply is due, without lingering (under wire.mu)
 	rdl     time.Time // the read deadline set (under wire.mu)
@@ -94,12 +94,12 @@ func (w *wire) submit(c *call) {
 // go-redis pipelines would, instead of a write per request. w.mu is held on
 // entry and released.
 func (w *wire) sendLocked() {
-	if w.link == nil || w.writing || w.head < len(w.flight) {
+	if w.link == nil || w.link.writing || w.head < len(w.flight) {
 		w.kickLocked()
 		w.mu.Unlock()
 		return
 	}
-	w.writing = true
+	w.link.writing = true
 	w.flushLocked(nil)
 }
 
@@ -128,7 +128,7 @@ func (w *wire) submitAll(calls []call) {
 func (w *wire) call(c *call) {
 	w.mu.Lock()
 	l := w.link
-	if w.closed || l == nil || w.writing || l.reading || len(w.queue) > 0 || !w.liveLocked() {
+	if w.closed || l == nil || l.writing || l.reading || len(w.queue) > 0 || !w.liveLocked() {
 		if l != nil && l.reading && w.head == len(w.flight) {
 			// A reader goroutine lingers for replies that callers like
 			// this one would rather read themselves: it ends after this
@@ -144,9 +144,9 @@ func (w *wire) call(c *call) {
 		c.finish(false, 0, c.ctx.Err())
 		return
 	}
-	w.writing, l.reading = true, true
+	l.writing, l.reading = true, true
 	var bit uint8
-	buf := w.buf[:0]
+	buf := l.buf[:0]
 	c.evalsha = w.loaded&scriptBit(c.req.kind) != 0
 	buf, bit = appendRequest(buf, c.req, c.evalsha)
 	w.loaded |= bit
@@ -159,10 +159,10 @@ func (w *wire) call(c *call) {
 		_, err = l.Write(buf)
 	}
 	w.mu.Lock()
-	w.buf = buf[:0]
+	l.buf = buf[:0]
 	if err != nil {
 		failed := w.breakLocked(l)
-		w.writing = false
+		l.writing = false
 		w.kickLocked()
 		w.mu.Unlock()
 		finishAll(failed, fmt.Errorf("write: %w", err))
@@ -203,16 +203,18 @@ func (w *wire) liveLocked() bool {
 
 // flushLocked writes the queue, and what queues while it writes, to the
 // connection, after pre (the handshake of a new connection), and makes sure
-// someone reads the replies. w.mu is held and w.writing set on entry; it
-// returns with w.mu released and w.writing clear. Requests whose context
-// ended before they were written are not written.
+// someone reads the replies. w.mu is held and the link's writing set on
+// entry; it returns with w.mu released and writing clear. Requests whose
+// context ended before they were written are not written. A writer stays
+// with its link: once that link is gone (broken, replaced by a new dial) it
+// stops, and the new link's writer takes the queue.
 func (w *wire) flushLocked(pre []byte) {
-	buf := append(w.buf[:0], pre...)
+	l := w.link
+	buf := append(l.buf[:0], pre...)
 	for {
-		l := w.link
-		if l == nil || w.closed || (len(w.queue) == 0 && len(buf) == 0) || (len(buf) == 0 && !w.liveLocked()) {
-			w.writing = false
-			w.buf = buf[:0]
+		if w.link != l || w.closed || (len(w.queue) == 0 && len(buf) == 0) || (len(buf) == 0 && !w.liveLocked()) {
+			l.writing = false
+			l.buf = buf[:0]
 			w.kickLocked()
 			w.mu.Unlock()
 			return
@@ -363,7 +365,7 @@ func (w *wire) connect() {
 		w.wg.Add(1)
 		go w.read(l, nil)
 	}
-	w.writing = true // no writer runs without a connection
+	l.writing = true
 	w.flushLocked(pre)
 }
 
@@ -446,8 +448,8 @@ func (w *wire) next(l *link, inline bool) bool {
 		w.mu.Unlock()
 		return false
 	}
-	if w.head == len(w.flight) && len(w.queue) > 0 && !w.writing {
-		w.writing = true
+	if w.head == len(w.flight) && len(w.queue) > 0 && !l.writing {
+		l.writing = true
 		w.flushLocked(nil)
 		w.mu.Lock()
 		if w.link != l {
