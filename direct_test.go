@@ -588,27 +588,9 @@ func TestDirectNodeConcurrentLocks(t *testing.T) {
 // ParseMasterURL's rediss:// included; a certificate it does not trust
 // fails the request, saying so.
 func TestDirectNodeTLS(t *testing.T) {
+	// Lock, fence, extend and unlock over TLS on DirectNodes is
+	// TestTLSMasters in make test's DirectNode pass (tlsNodes).
 	c, conf := tlsMasters(t, 3)
-	nodes := make([]Node, 3)
-	for i, a := range c.Addrs() {
-		nodes[i] = newDirect(t, &redis.Options{Addr: a, TLSConfig: conf})
-	}
-	ctx := context.Background()
-	// A TLS handshake on a loaded machine can take longer than 250ms.
-	r := newRedlock(t, nodes, WithFencing(), WithNodeTimeout(time.Second))
-	l, err := r.TryLock(ctx, testKey(t))
-	if err != nil {
-		t.Fatalf("TryLock over TLS: %v", err)
-	}
-	if l.Fence() == 0 {
-		t.Error("no fence token over TLS")
-	}
-	if err := l.Extend(ctx, 5*time.Second); err != nil {
-		t.Fatalf("Extend over TLS: %v", err)
-	}
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatalf("Unlock over TLS: %v", err)
-	}
 
 	otherFiles, err := redistest.GenerateTLS(t.TempDir())
 	if err != nil {

@@ -67,12 +67,7 @@ func nodesOf(t testing.TB, cs []*redis.Client) []Node {
 			ns[i] = NewNode(c)
 			continue
 		}
-		d, err := NewDirectNode(c.Options())
-		if err != nil {
-			t.Fatalf("NewDirectNode: %v", err)
-		}
-		t.Cleanup(func() { d.Close() })
-		ns[i] = d
+		ns[i] = newDirect(t, c.Options())
 	}
 	return ns
 }

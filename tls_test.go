@@ -28,16 +28,17 @@ func tlsMasters(t *testing.T, n int) (*redistest.Cluster, *tls.Config) {
 	return redistest.StartT(t, n, redistest.Options{TLS: files}), conf
 }
 
-// tlsNodes returns a Node per address over TLS with conf.
+// tlsNodes returns a Node per address over TLS with conf (DirectNodes with
+// REDLOCK_TEST_NODE=direct, see nodesOf).
 func tlsNodes(t *testing.T, addrs []string, conf *tls.Config) []Node {
-	nodes := make([]Node, len(addrs))
+	cs := make([]*redis.Client, len(addrs))
 	for i, a := range addrs {
 		c := redis.NewClient(&redis.Options{Addr: a, TLSConfig: conf, MaxRetries: -1, DialerRetries: 1,
 			DialTimeout: time.Second, ContextTimeoutEnabled: true})
 		t.Cleanup(func() { c.Close() })
-		nodes[i] = NewNode(c)
+		cs[i] = c
 	}
-	return nodes
+	return nodesOf(t, cs)
 }
 
 // TestTLSMasters: lock, fence, extend and unlock through TLS; a client that
