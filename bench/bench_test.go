@@ -44,6 +44,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 		b.Run(fmt.Sprintf("lib=redsync/nodes=%d", n), func(b *testing.B) {
 			lockUnlock(b, newRedsync(newClients(b, addrs(n))))
 		})
+		b.Run(fmt.Sprintf("lib=wire/nodes=%d", n), func(b *testing.B) { benchWire(b, n) })
 	}
 	b.Run("lib=redislock/nodes=1", func(b *testing.B) {
 		lockUnlock(b, newRedislock(newClients(b, addrs(1))[0]))

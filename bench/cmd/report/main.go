@@ -75,7 +75,7 @@ func main() {
 	}
 
 	// redsync first, so that benchstat's "vs base" compares each library with it.
-	stat, err := exec.Command("go", "tool", "benchstat", "-col", "/lib@(redsync direct redlock redislock floor)", raw).CombinedOutput()
+	stat, err := exec.Command("go", "tool", "benchstat", "-col", "/lib@(redsync direct redlock redislock floor wire)", raw).CombinedOutput()
 	if err != nil {
 		log.Fatalf("benchstat: %v\n%s", err, stat)
 	}
@@ -430,6 +430,9 @@ func render(r results, cpu, cmdline string) string {
 	if q, n := r.ratio(lu("redsync", 9), lu("redsync", 1), "ns/op"); n > 0 {
 		ref = append(ref, fmt.Sprintf("redsync's own N=9 ÷ N=1 is %.2f×", q))
 	}
+	if q, n := r.ratio(lu("wire", 9), lu("wire", 1), "ns/op"); n > 0 {
+		ref = append(ref, fmt.Sprintf("the wire floor's (one goroutine writing pre-encoded requests to every master and reading every reply: the round trips and nothing else) is %.2f×", q))
+	}
 	if vs := r.values(bn("Contended", "redsync", 5), "maxshare-%"); len(vs) > 0 {
 		ref = append(ref, fmt.Sprintf("its largest share of wins %.1f%% (median %.1f%%)", slices.Max(vs), median(vs)))
 	}
@@ -461,16 +464,16 @@ func render(r results, cpu, cmdline string) string {
 	fmt.Fprintln(&b)
 	fmt.Fprintln(&b, "Uncontended Lock+Unlock, median per op (÷ redsync: median of the per-pass ratios):")
 	fmt.Fprintln(&b)
-	fmt.Fprintln(&b, "| nodes | DirectNode | allocs | go-redis Node | allocs | redsync | allocs | DirectNode ÷ redsync | go-redis Node ÷ redsync | redislock | floor (go-redis SET NX PX + Lua DEL) |")
-	fmt.Fprintln(&b, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	fmt.Fprintln(&b, "| nodes | DirectNode | allocs | go-redis Node | allocs | redsync | allocs | DirectNode ÷ redsync | go-redis Node ÷ redsync | redislock | floor (go-redis SET NX PX + Lua DEL) | wire floor |")
+	fmt.Fprintln(&b, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, n := range nodeCounts {
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n,
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n,
 			cell(lu("direct", n), "ns/op"), cell(lu("direct", n), "allocs/op"),
 			cell(lu("redlock", n), "ns/op"), cell(lu("redlock", n), "allocs/op"),
 			cell(lu("redsync", n), "ns/op"), cell(lu("redsync", n), "allocs/op"),
 			ratioCell(lu("direct", n), lu("redsync", n), "ns/op"),
 			ratioCell(lu("redlock", n), lu("redsync", n), "ns/op"),
-			cell(lu("redislock", n), "ns/op"), cell(lu("floor", n), "ns/op"))
+			cell(lu("redislock", n), "ns/op"), cell(lu("floor", n), "ns/op"), cell(lu("wire", n), "ns/op"))
 	}
 	fmt.Fprintln(&b)
 	fmt.Fprintln(&b, "![Lock+Unlock latency against node count](bench/results/latency.png)")
@@ -562,6 +565,7 @@ func plotLatency(r results, base string) error {
 		{"redsync", "go-redsync/redsync v4", color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 255}, draw.SquareGlyph{}, nil, 0.04},
 		{"redislock", "bsm/redislock (1 master)", color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 255}, draw.TriangleGlyph{}, nil, 0.12},
 		{"floor", "floor: go-redis SET NX + Lua DEL", color.RGBA{A: 255}, draw.CrossGlyph{}, nil, 0.2},
+		{"wire", "wire floor: the round trips alone", color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 255}, draw.PlusGlyph{}, []vg.Length{vg.Points(2), vg.Points(2)}, 0.2},
 	}
 	for _, s := range series {
 		var pts plotter.XYs
