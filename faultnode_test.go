@@ -17,6 +17,11 @@ type faultNode struct {
 	// then withholds the reply until the context ends: a SET that landed
 	// although the client saw a timeout.
 	lateReply atomic.Bool
+	// replyDelay holds each acquire's reply back after the master answered
+	// (as a slow return path would); the context still bounds the wait.
+	replyDelay atomic.Int64
+	// acquired counts the Acquire calls that returned.
+	acquired atomic.Int64
 	// releases counts the releases sent to the master.
 	releases atomic.Int64
 	// extendDelay holds each Extend and ExtendBatch back before it is sent;
@@ -56,7 +61,12 @@ func (f *faultNode) Acquire(ctx context.Context, key, value string, ttl time.Dur
 		<-ctx.Done()
 		return false, ctx.Err()
 	}
-	return f.Node.Acquire(ctx, key, value, ttl)
+	defer f.acquired.Add(1)
+	ok, err := f.Node.Acquire(ctx, key, value, ttl)
+	if werr := wait(ctx, &f.replyDelay); werr != nil {
+		return false, werr
+	}
+	return ok, err
 }
 
 func (f *faultNode) AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (uint64, error) {
@@ -68,7 +78,11 @@ func (f *faultNode) AcquireFenced(ctx context.Context, key, value string, ttl ti
 		<-ctx.Done()
 		return 0, ctx.Err()
 	}
-	return f.Node.AcquireFenced(ctx, key, value, ttl)
+	ok, err := f.Node.AcquireFenced(ctx, key, value, ttl)
+	if werr := wait(ctx, &f.replyDelay); werr != nil {
+		return 0, werr
+	}
+	return ok, err
 }
 
 func (f *faultNode) Release(ctx context.Context, key, value string) (bool, error) {

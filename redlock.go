@@ -173,9 +173,13 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, 
 			r.waiters.leave(key, w)
 		}
 	}()
-	if r.waiters.queued(key) {
-		w = r.waiters.join(key)
-		if !w.wait(ctx.Done(), r.waiters.pause(key, w, jitter(backoff), cfg.maxBackoff)) {
+	queued, released := r.waiters.peek(key)
+	if queued {
+		// Unless the queue emptied and the key was released meanwhile
+		// (missed), wait for our turn.
+		var missed bool
+		w, missed = r.waiters.join(key, released)
+		if !missed && !w.wait(ctx.Done(), r.waiters.pause(key, w, jitter(backoff), cfg.maxBackoff)) {
 			return nil, joinCtx(ErrNotObtained, ctx.Err())
 		}
 	}
@@ -188,7 +192,12 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, 
 			return nil, joinCtx(err, ctx.Err())
 		}
 		if w == nil {
-			w = r.waiters.join(key)
+			// Our first attempt failed: queue up, unless the key was
+			// released while it was out (see [waiters]); then try again.
+			var missed bool
+			if w, missed = r.waiters.join(key, released); missed {
+				continue
+			}
 		}
 		if !w.wait(ctx.Done(), r.waiters.pause(key, w, jitter(backoff), cfg.maxBackoff)) {
 			return nil, joinCtx(err, ctx.Err())

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"hash/maphash"
 	"sync"
 	"time"
 )
@@ -17,9 +18,23 @@ import (
 // to another process does not cost it its place. Lock calls that find a
 // queue join it before their first attempt, so a goroutine that just
 // unlocked cannot take the key straight back from those already waiting.
+//
+// A release can also come while a Lock call that is not yet queued has an
+// attempt out, one that fails because the key was still held when it reached
+// the masters: the release finds no one to wake, and the call would then
+// join the queue and sleep a whole backoff on a free key. So every release
+// also counts in releases, and an attempt notes the count before it starts
+// (peek); if the count moved by the time the failed call joins, it tries
+// again at once instead of waiting.
 type waiters struct {
-	mu   sync.Mutex           // guards keys and every queue in it
+	mu   sync.Mutex           // guards everything below
 	keys map[string][]*waiter // FIFO per key; a key with no waiter has no entry
+	// releases counts local releases by a hash of the key, so that it takes
+	// no memory per key: a release of another key in the same slot only
+	// costs one early retry, as a spurious wake-up would.
+	releases [64]uint64
+	seed     maphash.Seed
+	seeded   bool
 }
 
 // waiter is one goroutine waiting for a key.
@@ -27,23 +42,38 @@ type waiter struct {
 	wake chan struct{} // holds at most one pending wake-up
 }
 
-// queued reports whether goroutines of this process wait for key.
-func (ws *waiters) queued(key string) bool {
+// peek reports whether goroutines of this process wait for key, and the
+// count of key's releases so far, for join.
+func (ws *waiters) peek(key string) (queued bool, released uint64) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	return len(ws.keys[key]) > 0
+	return len(ws.keys[key]) > 0, ws.releases[ws.slotLocked(key)]
 }
 
-// join appends a waiter for key at the tail of its queue.
-func (ws *waiters) join(key string) *waiter {
-	w := &waiter{wake: make(chan struct{}, 1)}
+// join appends a waiter for key at the tail of its queue. released is the
+// count peek gave before the attempt that failed; missed reports that key
+// was released since (a wake-up that found no one to wake) and w is the
+// head, which should then try again without waiting.
+func (ws *waiters) join(key string, released uint64) (w *waiter, missed bool) {
+	w = &waiter{wake: make(chan struct{}, 1)}
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	if ws.keys == nil {
 		ws.keys = make(map[string][]*waiter)
 	}
-	ws.keys[key] = append(ws.keys[key], w)
-	return w
+	q := append(ws.keys[key], w)
+	ws.keys[key] = q
+	// Only the head retries at once: behind it, a release did find someone
+	// to wake (or the head missed it too, and retries itself).
+	return w, q[0] == w && ws.releases[ws.slotLocked(key)] != released
+}
+
+// slotLocked is key's counter in releases.
+func (ws *waiters) slotLocked(key string) int {
+	if !ws.seeded {
+		ws.seed, ws.seeded = maphash.MakeSeed(), true
+	}
+	return int(maphash.String(ws.seed, key) % uint64(len(ws.releases)))
 }
 
 // leave removes w from key's queue. A wake-up w had not used is passed on
@@ -87,10 +117,12 @@ func (ws *waiters) pause(key string, w *waiter, d, max time.Duration) time.Durat
 	return d
 }
 
-// wake wakes the head of key's queue, if any: a local holder released key.
+// wake wakes the head of key's queue, if any, and counts the release: a
+// local holder released key.
 func (ws *waiters) wake(key string) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
+	ws.releases[ws.slotLocked(key)]++
 	if q := ws.keys[key]; len(q) > 0 {
 		notify(q[0])
 	}
