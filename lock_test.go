@@ -45,6 +45,7 @@ func TestBadInput(t *testing.T) {
 		{"zero retries", func() error { _, err := New(nodes, WithRetry(0)); return err }, "WithRetry", "at least 1"},
 		{"backoff upside down", func() error { _, err := New(nodes, WithBackoff(time.Second, time.Millisecond)); return err }, "WithBackoff", "min <= max"},
 		{"empty key", func() error { _, err := r.Lock(context.Background(), ""); return err }, "key", "empty"},
+		{"fence counter as key", func() error { _, err := r.TryLock(context.Background(), FenceKey("order:42")); return err }, "key", `fence counter of the lock "order:42"`},
 		{"bad per-call option", func() error { _, err := r.TryLock(context.Background(), "k", WithTTL(-1)); return err }, "WithTTL", "at least 1ms"},
 		{"nil Redlock", func() error { var nr *Redlock; _, err := nr.Lock(context.Background(), "k"); return err }, "Redlock", "New"},
 	} {

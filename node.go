@@ -51,7 +51,11 @@ type Node interface {
 // FenceKey is the name of the fence counter kept on each master next to key.
 // It never expires: deleting it while the lock is in use can hand out a token
 // that does not increase (the clock floor limits the damage to restarts).
-func FenceKey(key string) string { return key + ":fence" }
+// Lock and TryLock refuse keys that end in ":fence" with a [*ConfigError], so
+// that no lock is ever taken on another lock's counter.
+func FenceKey(key string) string { return key + fenceSuffix }
+
+const fenceSuffix = ":fence"
 
 var (
 	//go:embed lua/release.lua

@@ -42,6 +42,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -290,6 +291,9 @@ func (r *Redlock) callConfig(key string, opts []Option) (config, error) {
 	}
 	if len(key) > MaxKeyLen {
 		return config{}, configErr("key", "key is %d bytes, more than MaxKeyLen (%d); a lock name should be short", len(key), MaxKeyLen)
+	}
+	if strings.HasSuffix(key, fenceSuffix) {
+		return config{}, configErr("key", "key %.64q ends in %q, the suffix of fence counters (FenceKey): it would be the fence counter of the lock %.64q", key, fenceSuffix, strings.TrimSuffix(key, fenceSuffix))
 	}
 	cfg := r.cfg
 	if len(opts) > 0 {
