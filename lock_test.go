@@ -3,8 +3,10 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -243,6 +245,51 @@ func TestClosedRedlock(t *testing.T) {
 	}
 	if err := l.Unlock(context.Background()); err != nil {
 		t.Errorf("Unlock after Close: %v; held locks must still be released", err)
+	}
+}
+
+// Close may run while other goroutines release and extend their locks (a
+// shutdown that does not wait for its workers): every one of those calls
+// still works, and nothing panics or races on the count of background
+// requests that Close waits for.
+func TestCloseWhileReleasing(t *testing.T) {
+	ctx := context.Background()
+	nodes := nodesOf(t, clients(t, masters.Addrs()))
+	for round := range 20 {
+		r := newRedlock(t, nodes)
+		const n = 16
+		locks := make([]*Lock, n)
+		for i := range locks {
+			l, err := r.TryLock(ctx, testKey(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			locks[i] = l
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, n)
+		for i, l := range locks {
+			wg.Go(func() {
+				if i%2 == 0 {
+					if err := l.Extend(ctx, time.Second); err != nil {
+						errs[i] = fmt.Errorf("Extend: %w", err)
+						return
+					}
+				}
+				if err := l.Unlock(ctx); err != nil {
+					errs[i] = fmt.Errorf("Unlock: %w", err)
+				}
+			})
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d, lock %d: %v", round, i, err)
+			}
+		}
 	}
 }
 

@@ -72,7 +72,7 @@ type Redlock struct {
 
 	sched scheduler // renews auto-extended locks, ends watched ones at Until
 
-	bg     sync.WaitGroup // requests still running in the background
+	bg     background // requests still running in the background
 	closed atomic.Bool
 
 	// closeClients closes the nodes the Redlock made (NewFromURLs); nil when
