@@ -1,7 +1,10 @@
 package redlock
 
 import (
+	"bufio"
+	"errors"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,6 +33,45 @@ func TestParseIntMatchesStrconv(t *testing.T) {
 		}
 		if ok != (err == nil) || (ok && got != want) {
 			t.Errorf("parseInt(%q) = %d, %v; strconv says %d, %v", in, got, ok, want, err)
+		}
+	}
+}
+
+// TestReadReplyBounds: whatever lengths a reply declares, a DirectNode
+// allocates no more than the reply's bytes and one bulk string's bound: a
+// length over the bounds, arrays nested too deep or a line with no end is a
+// protocol error (ErrBadReply), found before anything of the declared size
+// is allocated; so is a bulk string's payload not ended by CRLF.
+func TestReadReplyBounds(t *testing.T) {
+	for _, tc := range []struct{ reply, says string }{
+		{"$99999999\r\n", "bulk string of 99999999 bytes"},
+		{"*99999999\r\n", "array of 99999999 elements"},
+		{"$9223372036854775807\r\n", "bulk string of 9223372036854775807 bytes"},
+		{"*9223372036854775807\r\n", "array of 9223372036854775807 elements"},
+		{"$99999999999999999999999\r\n", "bulk length"},
+		{"*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n", "nested over 4 deep"},
+		{"*2\r\n:1\r\n$99999999\r\n", "bulk string of 99999999 bytes"},
+		{strings.Repeat("+", 1<<20), "line over 4096 bytes"},
+		{"$2\r\nOKxx", "not ended by CRLF"},
+		{"$-2\r\n", "bulk length"},
+	} {
+		src := strings.NewReader(tc.reply)
+		r := bufio.NewReaderSize(src, 4096)
+		var err error
+		const runs = 50
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range runs {
+			src.Reset(tc.reply)
+			r.Reset(src)
+			_, _, err = readReply(r)
+		}
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err, errProtocol) || !errors.Is(err, ErrBadReply) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("reply %.40q: %v; want a protocol error saying %q", tc.reply, err, tc.says)
+		}
+		if per := (after.TotalAlloc - before.TotalAlloc) / runs; per > 4<<10 {
+			t.Errorf("reply %.40q: %d bytes allocated per read", tc.reply, per)
 		}
 	}
 }
