@@ -72,7 +72,10 @@ Flags go before NAME; "--" ends them and separates NAME from COMMAND.
 
 COMMAND gets REDLOCK_KEY=NAME in its environment and, with --fencing,
 REDLOCK_FENCE=TOKEN: a number that grows from one holder of NAME to the next,
-for a resource to reject a stale holder's writes.
+for a resource to reject a stale holder's writes. It inherits the rest of
+redlock's environment, REDLOCK_MASTERS (and any password in it) included, so
+that it can run redlock itself (redlock status NAME, say); to keep it from
+COMMAND, run "env -u REDLOCK_MASTERS COMMAND ..." as the command.
 
 COMMAND runs in its own process group (so it cannot read from a terminal).
 SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to redlock are
