@@ -207,6 +207,68 @@ func TestDirectNodePause(t *testing.T) {
 	}
 }
 
+// TestDirectNodeInlineCancel: with a single master, the caller of Lock
+// reads its own reply; when its context ends while the master is stuck, it
+// returns at once (not at the node timeout), and the reply that comes later
+// is read by a reader goroutine, so the connection stays in use.
+func TestDirectNodeInlineCancel(t *testing.T) {
+	s := redistest.StartT(t, 1, redistest.Options{}).Servers[0]
+	admin := clients(t, []string{s.Addr()})[0]
+	name := fmt.Sprintf("redlock-inline-cancel-%d", keySeq.Add(1))
+	d := newDirect(t, &redis.Options{Addr: s.Addr(), ClientName: name})
+	const nodeTimeout, slack = 3 * time.Second, 500 * time.Millisecond
+	r := newRedlock(t, []Node{d}, WithNodeTimeout(nodeTimeout), WithTTL(time.Minute))
+	key := testKey(t)
+	warm, err := r.TryLock(within(t, 5*time.Second), key) // the connection is up
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Unlock(within(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	first := oneClient(t, admin, name)
+
+	if err := s.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Resume() })
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name string
+		ctx  func() context.Context
+	}{
+		{"cancelled while reading", func() context.Context {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(100*time.Millisecond, cancel)
+			return ctx
+		}},
+		{"cancelled before the call", func() context.Context { return cancelled }},
+	} {
+		var err error
+		took := bounded(t, 10*time.Second, tc.name, func() { _, err = r.TryLock(tc.ctx(), key) })
+		if !errors.Is(err, context.Canceled) || took > 100*time.Millisecond+slack {
+			t.Errorf("TryLock, %s, paused master: %v after %v; want context.Canceled well before the node timeout (%v)", tc.name, err, took, nodeTimeout)
+		}
+	}
+
+	if err := s.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	// The cancelled attempts' SETs landed once the master resumed; their
+	// rollbacks follow them, so Lock gets the key.
+	l, err := r.Lock(within(t, 10*time.Second), key)
+	if err != nil {
+		t.Fatalf("Lock after Resume: %v", err)
+	}
+	if err := l.Unlock(within(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if id := oneClient(t, admin, name); id != first {
+		t.Errorf("connection %s replaced by %s: a cancelled caller broke it", first, id)
+	}
+}
+
 // TestDirectNodeBlackhole: a master behind a partition that drops every
 // byte (connections are accepted, nothing is answered) costs a Redlock of
 // three nothing but that master: locks and unlocks succeed without waiting

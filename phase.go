@@ -136,13 +136,18 @@ func (p *phase) start(a *attempt) {
 // submit sends the request to master i, a DirectNode. With inline set (one
 // master, and a caller that would only wait for its reply) the calling
 // goroutine reads the reply itself when nothing else is in flight to the
-// master; a caller that cancels its context then waits for at most the
-// phase's deadline.
+// master. If the caller's context ends meanwhile, it stops reading and a
+// reader goroutine takes the reply over, so the caller returns at once.
 func (p *phase) submit(i int, inline bool) {
 	c := &p.calls[i]
 	c.ctx, c.p, c.node, c.req, c.deadline = p, p, i, &p.req, p.bucket.at
 	if inline {
-		p.r.direct[i].w.call(c)
+		w := p.r.direct[i].w
+		if p.parent.Done() != nil {
+			stop := context.AfterFunc(p.parent, func() { w.interrupt(c) })
+			defer stop()
+		}
+		w.call(c)
 		return
 	}
 	p.r.direct[i].w.submit(c)

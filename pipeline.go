@@ -184,11 +184,13 @@ type call struct {
 	node int    // the master's index in it
 
 	// For a DirectNode (wire.go): what to send, when its reply is due
-	// (zero: no bound), and whether it was sent as EVALSHA (so NOSCRIPT
-	// sends it again, as EVAL; written under wire.mu).
+	// (zero: no bound), whether it was sent as EVALSHA (so NOSCRIPT
+	// sends it again, as EVAL) and whether its inline caller's context
+	// ended (written under wire.mu).
 	req      *request
 	deadline time.Time
 	evalsha  bool
+	cut      bool // the caller reading the reply itself gave up (wire.interrupt)
 
 	// The phase's reading of the reply (written by phase.deliver).
 	ok    bool

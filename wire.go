@@ -53,7 +53,15 @@ type link struct {
 	reading bool      // a goroutine holds the reading role (under wire.mu)
 	yield   bool      // the reader goroutine ends when no reply is due, without lingering (under wire.mu)
 	rdl     time.Time // the read deadline set (under wire.mu)
+	// inline is the request whose caller holds the reading role itself
+	// (call), and interrupted is set when that caller's context ended: its
+	// read is cut short and a reader goroutine takes the role (under wire.mu).
+	inline      *call
+	interrupted bool
 }
+
+// longAgo is a read deadline in the past: it wakes a blocked read at once.
+var longAgo = time.Unix(1, 0)
 
 // errNodeClosed fails the requests to a DirectNode after its Close.
 var errNodeClosed = errors.New("redlock: node closed")
@@ -144,7 +152,7 @@ func (w *wire) call(c *call) {
 		c.finish(false, 0, c.ctx.Err())
 		return
 	}
-	l.writing, l.reading = true, true
+	l.writing, l.reading, l.inline = true, true, c
 	var bit uint8
 	buf := l.buf[:0]
 	c.evalsha = w.loaded&scriptBit(c.req.kind) != 0
@@ -152,6 +160,10 @@ func (w *wire) call(c *call) {
 	w.loaded |= bit
 	w.flight = append(w.flight, c)
 	w.setDeadlineLocked(l, replyDeadline(c.deadline))
+	if c.cut {
+		l.interrupted = true
+		w.setDeadlineLocked(l, longAgo)
+	}
 	w.mu.Unlock()
 
 	err := l.SetWriteDeadline(c.deadline)
@@ -170,6 +182,18 @@ func (w *wire) call(c *call) {
 	}
 	w.flushLocked(nil) // what queued meanwhile; releases w.mu
 	w.read(l, c)
+}
+
+// interrupt stops the caller reading c's reply itself (call), if it still
+// is: its context ended. The reply is then read by a reader goroutine.
+func (w *wire) interrupt(c *call) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c.cut = true // for call, if it has not started reading yet
+	if l := w.link; l != nil && l.inline == c {
+		l.interrupted = true
+		w.setDeadlineLocked(l, longAgo)
+	}
 }
 
 // kickLocked starts a dial when requests wait and there is no connection.
@@ -458,8 +482,12 @@ func (w *wire) next(l *link, inline bool) bool {
 		}
 	}
 	more := w.head < len(w.flight)
+	if inline {
+		l.inline, l.interrupted = nil, false
+	}
 	switch {
 	case more && inline:
+		w.setDeadlineLocked(l, replyDeadline(w.flight[w.head].deadline))
 		w.wg.Add(1)
 		go w.read(l, nil) // takes the role over: this one never gave it up
 		w.mu.Unlock()
@@ -508,6 +536,16 @@ func (w *wire) readOn(l *link, until *call, err error) bool {
 		return false
 	}
 	if timeout && len(l.greet) == 0 {
+		if until != nil && l.interrupted && w.head < len(w.flight) {
+			// The inline caller's context ended (interrupt): a reader
+			// goroutine takes the role, and the reply, over.
+			l.inline, l.interrupted = nil, false
+			w.setDeadlineLocked(l, replyDeadline(w.flight[w.head].deadline))
+			w.wg.Add(1)
+			go w.read(l, nil)
+			w.mu.Unlock()
+			return false
+		}
 		if w.head == len(w.flight) && until == nil {
 			l.reading = false
 			w.idleAt = time.Now()
