@@ -21,6 +21,7 @@ type tally struct {
 	token                      uint64 // highest token among the successes
 	errs                       []error
 	seen                       uint64 // bit i: master i answered (masters past 64 are not tracked)
+	refusals                   uint64 // bit i: master i refused (likewise)
 }
 
 func newTally(n, quorum int) tally { return tally{n: n, quorum: quorum} }
@@ -38,6 +39,9 @@ func (t *tally) add(r reply, node Node) {
 		t.token = max(t.token, r.token)
 	default:
 		t.refused++
+		if r.node < 64 {
+			t.refusals |= 1 << r.node
+		}
 	}
 }
 
@@ -162,8 +166,12 @@ func (a *attempt) run(i int) {
 // decide ends the attempt. After a failure every master that set the key, or
 // might have, is rolled back in the background: the pipelined ones by a
 // release queued behind the acquire, bounded by the node timeout from when
-// the acquire's own deadline has passed.
-func (a *attempt) decide(failed bool) {
+// the acquire's own deadline has passed. A DirectNode whose refusal is among
+// refusals (bit i: master i refused) is left alone: it sends every request
+// once, so a refusal means our SET did not land there. (A go-redis client
+// may retry a SET whose first try landed, and see its retry refused by our
+// own value, so its masters are rolled back whatever they answered.)
+func (a *attempt) decide(failed bool, refusals uint64) {
 	a.failed = failed
 	if a.decided != nil {
 		close(a.decided)
@@ -176,30 +184,36 @@ func (a *attempt) decide(failed bool) {
 	a.r.newPhase(rb, context.Background(), from.Add(a.nodeTimeout),
 		request{kind: reqRelease, key: a.req.key, value: a.req.value}, false)
 	// Only the pipelined masters: the others roll back from their goroutines.
+	skip := func(i int) bool {
+		return !a.r.queued(i) || (a.r.direct[i] != nil && i < 64 && refusals&(1<<i) != 0)
+	}
 	skipped := 0
 	for i := range a.r.nodes {
-		if !a.r.queued(i) {
+		if skip(i) {
 			skipped++
 		}
 	}
+	if skipped == len(a.r.nodes) {
+		return
+	}
 	rb.running.Add(-int32(skipped))
-	rb.startPiped()
+	rb.startPiped(skip)
 }
 
-// startPiped is start for the pipelined masters only.
-func (p *phase) startPiped() {
+// startPiped is start for the pipelined masters that skip does not name.
+func (p *phase) startPiped(skip func(i int) bool) {
 	r := p.r
 	var args []any
 	if r.batched {
 		args = p.args()
 	}
 	for i, n := range r.pipes {
+		if skip(i) {
+			continue
+		}
 		if r.direct[i] != nil {
 			r.bg.Add(1)
 			p.submit(i, false)
-			continue
-		}
-		if n == nil {
 			continue
 		}
 		r.bg.Add(1)
@@ -217,12 +231,12 @@ func (r *Redlock) acquire(ctx context.Context, key string, cfg *config) (*Lock, 
 	a := r.startAttempt(ctx, key, cfg)
 	t, ctxErr := r.collect(ctx, &a.phase)
 	if ctxErr != nil || !t.won() {
-		a.decide(true)
+		a.decide(true, t.refusals)
 		return nil, joinCtx(t.error(opAcquire, key), ctxErr)
 	}
 	until, left, valid := cfg.deadline(a.start, r.clock.Now())
 	if !valid {
-		a.decide(true)
+		a.decide(true, t.refusals)
 		qe := t.error(opAcquire, key)
 		qe.Late, qe.Validity = true, left
 		return nil, qe
@@ -230,11 +244,11 @@ func (r *Redlock) acquire(ctx context.Context, key string, cfg *config) (*Lock, 
 	l := &Lock{r: r, key: key, value: a.req.value, cfg: *cfg, acq: a, until: until, ttl: cfg.ttl}
 	if cfg.fencing {
 		if err := r.confirmFence(ctx, l, t.token); err != nil {
-			a.decide(true)
+			a.decide(true, t.refusals)
 			return nil, err
 		}
 	}
-	a.decide(false)
+	a.decide(false, 0)
 	if cfg.autoExtend {
 		r.sched.place(l, renewalDue(until, cfg))
 	}
