@@ -72,25 +72,18 @@ func (p *phase) args() []any {
 // cmd makes one master's command of the phase from the front of args (see
 // [phase.args]) and returns the rest.
 func (p *phase) cmd(args []any) (redis.Cmder, *redis.Script, []any) {
-	var k int
-	var script *redis.Script
+	k := 6 // set key value px ms nx, or evalsha sha 1 key value ms (extend): as args lays them out
 	switch p.req.kind {
-	case reqAcquire:
-		k = 6
-	case reqAcquireFenced:
-		k, script = 7, acquireFencedScript
-	case reqRaiseFence:
-		k, script = 7, raiseFenceScript
-	case reqExtend:
-		k, script = 6, extendScript
+	case reqAcquireFenced, reqRaiseFence:
+		k = 7 // evalsha sha 2 key fencekey value ms|token
 	case reqRelease:
-		k, script = 5, releaseScript
+		k = 5 // evalsha sha 1 key value
 	}
 	mine := args[:k:k] // capped: appending to it never writes into the next master's
-	if script == nil {
+	if p.req.kind == reqAcquire {
 		return redis.NewStatusCmd(p, mine...), nil, args[k:]
 	}
-	return redis.NewCmd(p, mine...), script, args[k:]
+	return redis.NewCmd(p, mine...), scriptOf(p.req.kind), args[k:]
 }
 
 // read reads a reply of the phase's command, as the Node method would.

@@ -115,7 +115,8 @@ func boolInt(b bool) int {
 	return 0
 }
 
-// scriptOf is the script of a request kind other than reqAcquire.
+// scriptOf is the script of a request kind other than reqAcquire, for the
+// DirectNode's requests and the batchers' commands alike.
 func scriptOf(k reqKind) *redis.Script {
 	switch k {
 	case reqAcquireFenced:

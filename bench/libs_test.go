@@ -41,12 +41,7 @@ func newRedlock(b testing.TB, cs []*redis.Client, opts ...redlock.Option) *redlo
 	for i, c := range cs {
 		nodes[i] = redlock.NewNode(c)
 	}
-	r, err := redlock.New(nodes, append([]redlock.Option{redlock.WithTTL(ttl)}, opts...)...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { r.Close() })
-	return &redlockLib{r: r}
+	return redlockOver(b, nodes, opts)
 }
 
 // newRedlockDirect is newRedlock over DirectNodes to the same masters (the
@@ -62,6 +57,13 @@ func newRedlockDirect(b testing.TB, cs []*redis.Client, opts ...redlock.Option) 
 		b.Cleanup(func() { d.Close() })
 		nodes[i] = d
 	}
+	return redlockOver(b, nodes, opts)
+}
+
+// redlockOver is a Redlock over nodes with the benchmarks' TTL, closed at
+// the end of the benchmark.
+func redlockOver(b testing.TB, nodes []redlock.Node, opts []redlock.Option) *redlockLib {
+	b.Helper()
 	r, err := redlock.New(nodes, append([]redlock.Option{redlock.WithTTL(ttl)}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
