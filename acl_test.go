@@ -14,11 +14,11 @@ import (
 )
 
 // aclCommands is everything the library sends, as in the README's rule:
-// SET (acquire), EVALSHA and EVAL (the scripts, EVAL after NOSCRIPT), and
-// what the scripts call, which ACLs check too: GET, SET, DEL, PEXPIRE, TIME.
+// SET (acquire), EVAL (the scripts), and what the scripts call, which ACLs
+// check too: GET, SET, DEL, PEXPIRE, TIME.
 // The handshake needs nothing: HELLO with AUTH is open to every user, and
 // go-redis ignores the refusal of CLIENT SETINFO.
-var aclCommands = []string{"+set", "+get", "+del", "+pexpire", "+time", "+eval", "+evalsha"}
+var aclCommands = []string{"+set", "+get", "+del", "+pexpire", "+time", "+eval"}
 
 const aclPassword = "acl-pw-Zq8v" // appears in no error; see TestNoSecretsInErrors
 
@@ -65,7 +65,7 @@ func TestACLMinimalUser(t *testing.T) {
 	ctx := context.Background()
 
 	r := userRedlock(t, c.Addrs(), "locker", WithFencing())
-	for range 2 { // the second round runs the scripts by EVALSHA
+	for range 2 { // the second round finds the scripts cached
 		l, err := r.TryLock(ctx, testKey(t))
 		if err != nil {
 			t.Fatalf("TryLock as locker: %v", err)
@@ -78,9 +78,8 @@ func TestACLMinimalUser(t *testing.T) {
 		}
 	}
 
-	// Renewals go in batches (ExtendBatch); after SCRIPT FLUSH they, like
-	// every script call, must fall back to EVAL, not SCRIPT LOAD, which the
-	// user may not run.
+	// Scripts go as EVAL: after SCRIPT FLUSH they, renewals included, need
+	// nothing the user may not run (SCRIPT LOAD, say).
 	for _, cl := range clients(t, c.Addrs()) {
 		if err := cl.ScriptFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
@@ -103,16 +102,6 @@ func TestACLMinimalUser(t *testing.T) {
 	for _, cmd := range aclCommands {
 		user := "no-" + cmd[1:]
 		t.Run(user, func(t *testing.T) {
-			if cmd == "+eval" {
-				// The script cache is the server's: EVALSHA finds what other
-				// users loaded. After a restart (or this) it is empty, and
-				// only EVAL can load the scripts again.
-				for _, cl := range cs {
-					if err := cl.ScriptFlush(ctx).Err(); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
 			r := userRedlock(t, c.Addrs(), user, WithFencing())
 			key := testKey(t)
 			err := lockExtendUnlock(ctx, r, key)

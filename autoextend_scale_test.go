@@ -185,23 +185,22 @@ func BenchmarkAutoExtendHeld(b *testing.B) {
 	}
 }
 
-// forceRound renews every queued auto-extended lock now, in batches, and
+// forceRound renews every queued auto-extended lock now, in rounds, and
 // returns how long the round took.
 func forceRound(r *Redlock) time.Duration {
 	s := &r.sched
 	start := time.Now()
 	s.mu.Lock()
-	var batches []*batch
+	var rounds []*round
 	for len(s.queue) > 0 {
 		more, _ := s.takeDueLocked(s.queue[0].due)
-		batches = append(batches, more...)
+		rounds = append(rounds, more...)
 	}
+	r.bg.Add(len(rounds))
 	s.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, b := range batches {
-		b.start = start
-		r.bg.Add(1)
-		wg.Go(func() { s.renew(b) })
+	for _, rd := range rounds {
+		wg.Go(func() { s.renew(rd) })
 	}
 	wg.Wait()
 	return time.Since(start)

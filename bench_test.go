@@ -34,3 +34,20 @@ func BenchmarkLockUnlock(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLockUnlockOne is BenchmarkLockUnlock on one master.
+func BenchmarkLockUnlockOne(b *testing.B) {
+	r := newRedlock(b, nodesOf(b, clients(b, masters.Addrs()[:1])))
+	key := fmt.Sprintf("%s:%d", b.Name(), keySeq.Add(1))
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		l, err := r.Lock(ctx, key)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

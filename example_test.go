@@ -114,17 +114,14 @@ func ExampleRedlock_Do() {
 	// Output: <nil>
 }
 
-func ExampleNewDirectNode() {
-	// One DirectNode per master; the Redlock does not close Nodes given to
-	// New, so close them after it.
+func ExampleNewNode() {
+	// One go-redis client per master, made as the README recommends; the
+	// Redlock does not close clients given to it, so close them after it.
 	var nodes []redlock.Node
 	for _, addr := range strings.Split(os.Getenv("REDLOCK_MASTERS"), ",") {
-		n, err := redlock.NewDirectNode(&redis.Options{Addr: addr})
-		if err != nil {
-			panic(err) // bad options only: it connects on first use
-		}
-		defer n.Close()
-		nodes = append(nodes, n)
+		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
+		defer c.Close()
+		nodes = append(nodes, redlock.NewNode(c))
 	}
 	rl, err := redlock.New(nodes)
 	if err != nil {

@@ -19,9 +19,7 @@ import (
 // real master cannot be made to do: answer garbage. It completes go-redis's
 // connection handshake (HELLO is refused, so the client falls back to RESP2;
 // CLIENT SETINFO is accepted) and answers every other command with the same
-// canned bytes. A DirectNode sends no handshake unless its options ask for
-// one (AUTH, SELECT, CLIENT SETNAME): with none, its first command is the
-// request itself. With hangUp it closes the connection after each answer, so a
+// canned bytes. With hangUp it closes the connection after each answer, so a
 // truncated frame ends in EOF at once; without, the client waits for the rest
 // until its deadline.
 type fakeMaster struct {
@@ -77,57 +75,6 @@ func (f *fakeMaster) pipeNode(t testing.TB) func() Node {
 		t.Cleanup(func() { c.Close() })
 		return NewNode(c)
 	}
-}
-
-// pipeDirect is pipeNode for a DirectNode: each Node it makes dials f over
-// an in-memory pipe.
-func (f *fakeMaster) pipeDirect(t testing.TB) func() Node {
-	return func() Node {
-		return newDirect(t, &redis.Options{Addr: "192.0.2.1:6379",
-			Dialer: func(context.Context, string, string) (net.Conn, error) {
-				client, server := net.Pipe()
-				f.track(server)
-				return client, nil
-			}})
-	}
-}
-
-// direct returns a function that makes a DirectNode to f; with inline set,
-// its methods are called with contexts that have no Done channel, so each
-// caller reads its own reply, bounded by timeout (the node's ReadTimeout).
-func (f *fakeMaster) direct(t testing.TB, inline bool, timeout time.Duration) func() Node {
-	return func() Node {
-		d := newDirect(t, &redis.Options{Addr: f.Addr(), ReadTimeout: timeout})
-		if inline {
-			return inlineNode{d}
-		}
-		return d
-	}
-}
-
-// inlineNode calls a DirectNode with its context's values only: no Done
-// channel, no deadline. The DirectNode then sends the request and reads the
-// reply on the calling goroutine (wire.call), bounded by its ReadTimeout.
-type inlineNode struct{ *DirectNode }
-
-func (n inlineNode) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	return n.DirectNode.Acquire(context.WithoutCancel(ctx), key, value, ttl)
-}
-
-func (n inlineNode) AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (uint64, error) {
-	return n.DirectNode.AcquireFenced(context.WithoutCancel(ctx), key, value, ttl)
-}
-
-func (n inlineNode) RaiseFence(ctx context.Context, key, value string, token uint64) (bool, error) {
-	return n.DirectNode.RaiseFence(context.WithoutCancel(ctx), key, value, token)
-}
-
-func (n inlineNode) Extend(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	return n.DirectNode.Extend(context.WithoutCancel(ctx), key, value, ttl)
-}
-
-func (n inlineNode) Release(ctx context.Context, key, value string) (bool, error) {
-	return n.DirectNode.Release(context.WithoutCancel(ctx), key, value)
 }
 
 // client returns a go-redis client for the fake, without retries, that

@@ -252,10 +252,14 @@ func TestFenceRejectsStaleHolder(t *testing.T) {
 // acquire fails as late, and the keys are rolled back.
 func TestFenceConfirmedTooLate(t *testing.T) {
 	cs := clients(t, masters.Addrs())
-	r := newRedlock(t, nodesOf(t, cs), WithFencing(), WithTTL(10*time.Second), WithMinValidity(time.Second))
-	// Clock readings: the start, the round-1 decision (3 s: 6.9 s left), the
-	// round-2 start, the round-2 decision (9 s: 0.9 s left, under 1 s).
-	r.clock = &fakeClock{now: time.Now(), step: 3 * time.Second}
+	nodes := nodesOf(t, cs)
+	// While round 2 is in flight, 9 s pass: 0.9 s of validity is left, under 1 s.
+	c := &jumpClock{}
+	for _, f := range wrapAll(nodes) {
+		f.onSend(jumpOnce(c, OpRaiseFence, 9*time.Second))
+	}
+	r := newRedlock(t, nodes, WithFencing(), WithTTL(10*time.Second), WithMinValidity(time.Second))
+	r.clock = c
 	key := testKey(t)
 	_, err := r.TryLock(context.Background(), key)
 	var qe *QuorumError
@@ -280,9 +284,11 @@ func TestFenceCounterChangedByHand(t *testing.T) {
 		if err := c.Set(ctx, FenceKey(key), bad, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
-		tok, err := n.AcquireFenced(ctx, key, "v", time.Second)
+		q := &Request{Op: OpAcquireFenced, Key: key, Value: "v", TTL: time.Second}
+		n.Exec(ctx, []*Request{q})
+		err := q.Err
 		if err == nil {
-			t.Errorf("counter %q: token %d, want an error", bad, tok)
+			t.Errorf("counter %q: token %d, want an error", bad, q.Fence)
 			continue
 		}
 		if ex := c.Exists(ctx, key).Val(); ex != 0 {
@@ -295,8 +301,9 @@ func TestFenceCounterChangedByHand(t *testing.T) {
 	if err := c.Set(ctx, FenceKey(key), uint64(top), 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if tok, err := n.AcquireFenced(ctx, key, "v", time.Second); err != nil || tok != top+1 {
-		t.Fatalf("counter 2^53-2: token %d, %v; want %d", tok, err, uint64(top+1))
+	q := &Request{Op: OpAcquireFenced, Key: key, Value: "v", TTL: time.Second}
+	if n.Exec(ctx, []*Request{q}); q.Err != nil || q.Fence != top+1 || !q.OK {
+		t.Fatalf("counter 2^53-2: token %d, %v; want %d", q.Fence, q.Err, uint64(top+1))
 	}
 	if got, _ := c.Get(ctx, FenceKey(key)).Uint64(); got != top+1 {
 		t.Fatalf("counter written back as %d, want %d", got, uint64(top+1))

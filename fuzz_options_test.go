@@ -8,23 +8,17 @@ import (
 	"time"
 )
 
-// yesNode is an in-memory master that grants everything at once: it lets a
-// fuzzer drive the acquire, fence, extend and release arithmetic with any
-// options, without a network.
-type yesNode struct{ name string }
-
-func (n yesNode) Name() string { return n.name }
-func (yesNode) Acquire(context.Context, string, string, time.Duration) (bool, error) {
-	return true, nil
+// yesNode returns an in-memory master that grants everything at once: it
+// lets a fuzzer drive the acquire, fence, extend and release arithmetic with
+// any options, without a network.
+func yesNode(name string) Node {
+	return NodeFunc(name, func(_ context.Context, q *Request) {
+		q.OK = true
+		if q.Op == OpAcquireFenced {
+			q.Fence = 1
+		}
+	})
 }
-func (yesNode) AcquireFenced(context.Context, string, string, time.Duration) (uint64, error) {
-	return 1, nil
-}
-func (yesNode) RaiseFence(context.Context, string, string, uint64) (bool, error) { return true, nil }
-func (yesNode) Extend(context.Context, string, string, time.Duration) (bool, error) {
-	return true, nil
-}
-func (yesNode) Release(context.Context, string, string) (bool, error) { return true, nil }
 
 // FuzzOptions: any combination of option values makes New either succeed or
 // return a *ConfigError — never panic — and a Redlock that New accepted takes,
@@ -52,7 +46,7 @@ func FuzzOptions(f *testing.F) {
 		if ttl%2 == 0 {
 			opts = append(opts, WithFencing())
 		}
-		nodes := []Node{yesNode{"a"}, yesNode{"b"}, yesNode{"c"}}
+		nodes := []Node{yesNode("a"), yesNode("b"), yesNode("c")}
 		r, err := New(nodes, opts...)
 		if err != nil {
 			var ce *ConfigError
@@ -98,7 +92,7 @@ func isClean(err error) bool {
 // TestTTLWholeMilliseconds: the TTL is what the masters were sent, whole
 // milliseconds, so the validity is never computed from a longer TTL.
 func TestTTLWholeMilliseconds(t *testing.T) {
-	r := newRedlock(t, []Node{yesNode{"a"}}, WithTTL(10*time.Second+999*time.Microsecond))
+	r := newRedlock(t, []Node{yesNode("a")}, WithTTL(10*time.Second+999*time.Microsecond))
 	l, err := r.TryLock(context.Background(), "k")
 	if err != nil {
 		t.Fatal(err)

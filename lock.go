@@ -8,8 +8,9 @@ import (
 )
 
 // Lock is a held lock: the handle that Lock and TryLock return. Its key,
-// value and fence token never change; Until moves only when Extend or
-// auto-extend ([WithAutoExtend]) succeeds. It is safe for concurrent use.
+// value and fence token never change; Until moves when Extend or auto-extend
+// ([WithAutoExtend]) succeeds, and moves earlier when an Extend to a shorter
+// TTL may have landed without succeeding. It is safe for concurrent use.
 type Lock struct {
 	r     *Redlock
 	key   string
@@ -17,17 +18,19 @@ type Lock struct {
 	token uint64
 	cfg   config // the acquiring call's resolved options
 
-	// extendMu is held by Extend for its whole run (Unlock waits for it), so
-	// two extends of this lock never overlap and the one that finishes last
-	// cannot set an Until the masters no longer agree with. Renewals are kept
-	// out through held instead: the scheduler never waits for a Lock.
+	// key and value boxed once for all the lock's requests (see Request.boxArgs)
+	boxedKey, boxedValue any
+
+	// extendMu is held by Extend for its whole run, so two Extends of this
+	// lock never overlap (an auto-extended lock's renewals are kept out
+	// through held instead: the scheduler never waits for a Lock).
 	extendMu sync.Mutex
 
 	// mu guards the fields below it up to the scheduler's.
 	mu       sync.Mutex
-	acq      *attempt // the acquire while its requests may be in flight (see acquireLocked)
-	until    time.Time
-	ttl      time.Duration // the TTL of the last acquire or Extend; renewals use it
+	until    time.Time     // on r.clock
+	ttl      time.Duration // the TTL of the acquire or the last Extend; renewals use it
+	last     time.Time     // the deadline of the lock's latest phase, on the real clock (see nextDeadline)
 	released bool
 	end      error                   // why the lock ended (ErrUnlocked, lost); nil while held
 	ctx      context.Context         // made on the first Done or Context call
@@ -36,8 +39,8 @@ type Lock struct {
 	// Guarded by r.sched.mu (see [scheduler]).
 	pos   int       // 1 + index in the scheduler's queue; 0 when not queued
 	due   time.Time // when the scheduler next looks at the lock
-	batch *batch    // the renewal in flight, if any
-	held  bool      // an Extend runs: the scheduler leaves the lock alone
+	round *round    // the renewal in flight, if any
+	held  bool      // an Extend of an auto-extended lock runs: no renewal starts
 }
 
 // Key returns the locked key ("" for a nil *Lock, as every getter returns
@@ -81,7 +84,7 @@ func (l *Lock) Until() time.Time {
 }
 
 // TTL returns the time the keys were set to live by the acquire or the last
-// Extend.
+// Extend, in whole milliseconds.
 func (l *Lock) TTL() time.Duration {
 	if l == nil {
 		return 0
@@ -92,15 +95,14 @@ func (l *Lock) TTL() time.Duration {
 }
 
 // Unlock releases the lock on every master (compare-and-delete: a key that
-// now holds another value is left alone). It returns when a quorum released
-// or too many could not; requests to slow masters finish in the background
-// (see [Redlock.Close]), each after the acquire still in flight to the same
-// master, so that acquire cannot land after the release.
+// now holds another value is left alone). It returns when a quorum released,
+// too many could not, or ctx ended; requests to slow masters finish in the
+// background (see [Redlock.Close]). Each master gets the release after every
+// request this lock sent it before (the acquire, a renewal), so none of them
+// can land after it.
 //
 // Unlock first stops auto-extend and cancels [Lock.Context] (cause
-// [ErrUnlocked], unless the lock was already lost); a renewal already in
-// flight, or an Extend, is awaited (both are bounded by the node timeout)
-// before the release is sent, so no extend ever follows the release.
+// [ErrUnlocked], unless the lock was already lost).
 //
 // Unlock returns an error wrapping [ErrNotHeld] when the lock's validity had
 // ended before Unlock was called — the critical section may have overlapped
@@ -122,17 +124,11 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	until, end := l.until, l.end
 	l.endLocked(ErrUnlocked)
 	l.mu.Unlock()
-	if b := l.r.sched.remove(l, false); b != nil {
-		<-b.done // never release before a renewal in flight returned
-	}
-	l.extendMu.Lock() // nor before an Extend in flight returned
-	l.extendMu.Unlock()
+	l.r.sched.remove(l)
 
-	// The next local waiter may try once every master has answered, or,
-	// when every master is pipelined, once the release is queued to each
-	// (its acquire then follows the release there): then it can win all of
-	// them, not just a quorum.
-	t, ctxErr := l.fanout(ctx, l.r.clock.Now(), request{kind: reqRelease, key: l.key, value: l.value}, true)
+	p := l.release(ctx, true)
+	ctxErr := p.collect(ctx)
+	t := &p.tallies[0]
 	if !now.Before(until) {
 		return notHeld(l.key, "validity ended %v before Unlock; the critical section may have overlapped another holder", now.Sub(until))
 	}
@@ -147,15 +143,19 @@ func (l *Lock) Unlock(ctx context.Context) error {
 
 // Extend resets the keys' TTL to ttl on every master that still holds this
 // lock's value, and moves Until to this call's start plus ttl less the drift
-// allowance. It needs a quorum within the current validity: an expired lock
-// is not acquired again (take a new one with Lock). Auto-extend, when on,
-// goes on with ttl as the lock's TTL; Extend waits for a renewal in flight
-// and no renewal runs while it does.
+// allowance. It needs a quorum within the current validity, with more than
+// the minimum validity left: an expired lock is not acquired again (take a
+// new one with Lock). Auto-extend, when on, goes on with ttl as the lock's
+// TTL; Extend waits for a renewal in flight and no renewal runs while it
+// does.
+//
+// When Extend fails, its requests may still have landed on some masters, so
+// Until becomes the earlier of its old value and what ttl would give: an
+// Extend to a shorter TTL that fails shortens the lock all the same.
 //
 // The error wraps [ErrNotHeld] when the lock was released, lost, its
 // validity had ended, or the key is gone from a quorum; a [*QuorumError]
-// without ErrNotHeld means too many masters failed to answer, and Until is
-// unchanged.
+// without ErrNotHeld means too many masters failed to answer in time.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if l == nil {
 		return notHeld("", "Extend called on a nil *Lock")
@@ -166,17 +166,19 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err != nil {
 		return err
 	}
+	if err := ctx.Err(); err != nil {
+		return err // nothing sent: Until stays
+	}
 	l.extendMu.Lock()
 	defer l.extendMu.Unlock()
-	if b := l.r.sched.remove(l, true); b != nil {
-		select {
-		case <-b.done:
-		case <-ctx.Done():
-			l.r.sched.unhold(l)
-			return ctx.Err()
+	if l.cfg.autoExtend {
+		if err := l.r.sched.hold(ctx, l); err != nil {
+			return err
 		}
+		defer l.r.sched.unhold(l)
+	} else {
+		defer l.r.sched.place(l, time.Time{}) // a watched lock ends at the new Until
 	}
-	defer l.r.sched.unhold(l)
 
 	start := l.r.clock.Now()
 	l.mu.Lock()
@@ -190,11 +192,15 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	case !start.Before(until):
 		return notHeld(l.key, "validity ended %v before Extend", start.Sub(until))
 	}
-
-	t, ctxErr := l.fanout(ctx, start, request{kind: reqExtend, key: l.key, value: l.value, ttl: ttl}, false)
+	deadline, ok := l.nextDeadline(until)
+	if !ok {
+		return notHeld(l.key, "validity ended before Extend")
+	}
+	p := l.r.startPhase(ctx, deadline, true, l.request(OpExtend, cfg.ttl, 0))
+	ctxErr := p.collect(ctx)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	newUntil, err := extended(&t, ctxErr, &cfg, l.key, start, l.r.clock.Now(), l.until)
+	err = l.extendedLocked(&p.tallies[0], ctxErr, &cfg, start)
 	switch {
 	case err != nil:
 		return err
@@ -203,28 +209,42 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	case l.end != nil:
 		return fmt.Errorf("%w: %w", ErrNotHeld, l.end)
 	}
-	l.until, l.ttl = newUntil, ttl
+	l.ttl = cfg.ttl
 	return nil
 }
 
-// extended decides an extend phase — one Extend, or one lock's renewal in
-// a batch — that started at start and was decided at now, for a lock valid
-// until until: it needs a quorum, reached within that validity and leaving
-// more than the minimum validity. It returns the new Until.
-func extended(t *tally, ctxErr error, cfg *config, key string, start, now, until time.Time) (time.Time, error) {
-	if ctxErr != nil || !t.won() {
-		return time.Time{}, joinCtx(t.error(opExtend, key), ctxErr)
-	}
-	if !now.Before(until) {
-		return time.Time{}, notHeld(key, "validity ended %v before the extend reached a quorum", now.Sub(until))
-	}
+// extendedLocked applies to l (l.mu held) the outcome of an extend to
+// cfg.ttl that started at start — one Extend, or one lock's renewal in a
+// round: it needs a quorum, reached within the validity and leaving more
+// than the minimum validity. On success Until moves to start + ttl − drift.
+// On failure the requests may have landed anyway, on some masters or all of
+// them, so Until becomes no later than that (an extend to a shorter TTL
+// shortens the lock whatever its outcome).
+func (l *Lock) extendedLocked(t *tally, ctxErr error, cfg *config, start time.Time) error {
+	now := l.r.clock.Now()
 	newUntil, left, ok := cfg.deadline(start, now)
-	if !ok {
-		qe := t.error(opExtend, key)
+	var err error
+	switch {
+	case ctxErr != nil || !t.won():
+		err = joinCtx(t.error(opExtend, l.key), ctxErr)
+	case !now.Before(l.until):
+		err = notHeld(l.key, "validity ended %v before the extend reached a quorum", now.Sub(l.until))
+	case !ok:
+		qe := t.error(opExtend, l.key)
 		qe.Late, qe.Validity = true, left
-		return time.Time{}, qe
+		err = qe
 	}
-	return newUntil, nil
+	if err != nil {
+		l.until = earlier(l.until, newUntil)
+		return err
+	}
+	l.until = newUntil
+	return nil
+}
+
+// request is a request of op for l's key and value.
+func (l *Lock) request(op Op, ttl time.Duration, token uint64) Request {
+	return Request{Op: op, Key: l.key, Value: l.value, TTL: ttl, Token: token, key: l.boxedKey, value: l.boxedValue}
 }
 
 // cfgLocked is the lock's configuration for its current TTL (l.mu held).
@@ -235,30 +255,4 @@ func (l *Lock) cfgLocked() config {
 		cfg, _ = cfg.resolved() // Extend checked this TTL
 	}
 	return cfg
-}
-
-// fanout sends req to every master, each request after the acquire still in
-// flight to that master, all bounded by the node timeout counted from when
-// that acquire's own deadline has passed. With wake, the key's local waiters
-// are woken once every master has answered (see [phase.wake]).
-func (l *Lock) fanout(ctx context.Context, now time.Time, req request, wake bool) (tally, error) {
-	l.mu.Lock()
-	acq := l.acquireLocked()
-	l.mu.Unlock()
-	from := now
-	if acq != nil && acq.deadline.After(from) {
-		from = acq.deadline
-	}
-	return l.r.fanout(ctx, from.Add(l.cfg.nodeTimeout), acq, req, wake)
-}
-
-// acquireLocked returns the acquire attempt while later requests must
-// still heed it — any of its requests may be in flight, or its deadline (from
-// which fanout counts) is ahead — and nil after; it then drops it, so that a
-// lock held for long does not keep it in memory (l.mu held).
-func (l *Lock) acquireLocked() *attempt {
-	if a := l.acq; a != nil && a.running.Load() == 0 && !l.r.clock.Now().Before(a.deadline) {
-		l.acq = nil
-	}
-	return l.acq
 }

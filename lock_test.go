@@ -16,7 +16,7 @@ import (
 func TestBadInput(t *testing.T) {
 	cs := clients(t, masters.Addrs()[:3])
 	nodes := nodesOf(t, cs)
-	var typedNil *pipelinedNode
+	var typedNil *redisNode
 	r := newRedlock(t, nodes)
 
 	for _, tc := range []struct {
@@ -338,5 +338,35 @@ func TestFencingTokensIncrease(t *testing.T) {
 	defer l2.Unlock(ctx)
 	if l2.Fence() != 0 {
 		t.Errorf("token %d without fencing, want 0", l2.Fence())
+	}
+}
+
+// TestCloseEndsWaitingLock: Close ends the Lock calls that wait for a key:
+// they return ErrClosed at once, not when their context ends.
+func TestCloseEndsWaitingLock(t *testing.T) {
+	cs := clients(t, masters.Addrs()[:3])
+	r := newRedlock(t, nodesOf(t, cs))
+	key := testKey(t)
+	occupy(t, cs, key, 0, 1, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	locked := make(chan error, 1)
+	go func() {
+		_, err := r.Lock(ctx, key)
+		locked <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // a few attempts
+	closed := time.Now()
+	r.Close()
+	select {
+	case err := <-locked:
+		if !errors.Is(err, ErrClosed) || !errors.Is(err, ErrNotObtained) {
+			t.Errorf("Lock after Close: %v, want ErrClosed and ErrNotObtained", err)
+		}
+		if took := time.Since(closed); took > time.Second {
+			t.Errorf("Lock returned %v after Close", took.Round(time.Millisecond))
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("Lock still waiting 3s after Close")
 	}
 }

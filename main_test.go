@@ -55,25 +55,14 @@ func clients(t testing.TB, addrs []string) []*redis.Client {
 }
 
 // nodesOf wraps clients as Nodes.
-//
-// With REDLOCK_TEST_NODE=direct they are DirectNodes to the same masters,
-// with the clients' options, closed at the end of the test: `make test`
-// runs this package's tests both ways.
 func nodesOf(t testing.TB, cs []*redis.Client) []Node {
 	t.Helper()
 	ns := make([]Node, len(cs))
 	for i, c := range cs {
-		if !directNodes {
-			ns[i] = NewNode(c)
-			continue
-		}
-		ns[i] = newDirect(t, c.Options())
+		ns[i] = NewNode(c)
 	}
 	return ns
 }
-
-// directNodes is REDLOCK_TEST_NODE=direct (see nodesOf).
-var directNodes = os.Getenv("REDLOCK_TEST_NODE") == "direct"
 
 // newRedlock returns a Redlock over nodes; its background work is waited for
 // at the end of the test.

@@ -6,46 +6,106 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // Node is one independent Redis master, as the quorum algorithm sees it.
-// Implementations must be safe for concurrent use and must return promptly
-// once ctx is done: the per-node timeout is enforced through ctx.
 //
-// [NewNode] makes one from a go-redis client. Other implementations wrap a
-// Node to inject faults in tests, or speak through another client.
+// A Redlock sends every request to a master through one first-in first-out
+// lane: it calls Exec with the requests that queued while the previous call
+// ran, in the order they queued, and never calls Exec on the same Node from
+// two lanes of one Redlock at once. Exec must run them on the master in that
+// order — each request reaches the master only after the ones before it —
+// so that a release never overtakes the acquire it follows.
 //
-// A "refused" answer (false or 0 with a nil error) means the master answered
-// and the key is not ours; an error means the outcome is unknown (the command
-// may still have taken effect).
+// [NewNode] makes one from a go-redis client (the batch goes out as one
+// pipeline on one connection). [NodeFunc] makes one from a function that runs
+// one request at a time, for fault-injecting wrappers and other clients.
 type Node interface {
 	// Name identifies the master in errors and reports: its address and
 	// database, never its credentials. Two Nodes with the same Name are the
 	// same master.
 	Name() string
 
-	// Acquire sets key to value with the ttl if key does not exist
-	// (SET key value NX PX ttl) and reports whether it did.
-	Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error)
+	// Exec runs reqs on the master in order and fills in each one's reply
+	// (OK, Fence, Err). It returns once every request has its reply or its
+	// error, and promptly once ctx is done: ctx carries the deadline of the
+	// batch (the latest of its requests'). Err means the outcome is unknown:
+	// the request may or may not have taken effect.
+	Exec(ctx context.Context, reqs []*Request)
+}
 
-	// AcquireFenced does what Acquire does and, when the key was set, raises
-	// the fence counter [FenceKey](key) to max(counter+1, the master's clock in
-	// µs) and returns it; it returns 0 when the key was taken.
-	AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (uint64, error)
+// Op is what a [Request] asks of a master.
+type Op uint8
 
-	// RaiseFence raises the fence counter of key to at least token while key
-	// still holds value, and reports whether key still held value.
-	RaiseFence(ctx context.Context, key, value string, token uint64) (bool, error)
+const (
+	// OpAcquire sets Key to Value for TTL if Key does not exist (SET Key
+	// Value NX PX TTL); OK reports whether it did.
+	OpAcquire Op = iota + 1
+	// OpAcquireFenced does what OpAcquire does and, when Key was set, raises
+	// the fence counter [FenceKey](Key) to max(counter+1, the master's clock
+	// in µs); Fence is the new counter, and OK reports whether Key was set.
+	OpAcquireFenced
+	// OpRaiseFence raises the fence counter of Key to at least Token while
+	// Key still holds Value; OK reports whether Key still held Value.
+	OpRaiseFence
+	// OpExtend resets Key's TTL to TTL while Key still holds Value; OK
+	// reports whether it did. A key that is gone is not created again.
+	OpExtend
+	// OpRelease deletes Key while it still holds Value; OK reports whether
+	// it did.
+	OpRelease
+)
 
-	// Extend resets key's TTL to ttl while key still holds value, and reports
-	// whether it did. A key that is gone is not created again.
-	Extend(ctx context.Context, key, value string, ttl time.Duration) (bool, error)
+func (o Op) String() string {
+	switch o {
+	case OpAcquire:
+		return "acquire"
+	case OpAcquireFenced:
+		return "acquire-fenced"
+	case OpRaiseFence:
+		return "raise-fence"
+	case OpExtend:
+		return "extend"
+	case OpRelease:
+		return "release"
+	}
+	return "Op(" + strconv.Itoa(int(o)) + ")"
+}
 
-	// Release deletes key while it still holds value, and reports whether it did.
-	Release(ctx context.Context, key, value string) (bool, error)
+// Request is one request to a master and, once [Node.Exec] ran it, its
+// reply. A refusal (OK false with a nil Err) means the master answered and
+// the key is not ours; an Err means the outcome is unknown.
+type Request struct {
+	Op    Op
+	Key   string
+	Value string
+	TTL   time.Duration // OpAcquire, OpAcquireFenced, OpExtend: whole milliseconds
+	Token uint64        // OpRaiseFence
+
+	OK    bool
+	Fence uint64 // OpAcquireFenced: the fence counter when OK
+	Err   error
+
+	// Key, Value and TTL in milliseconds as interface values, made once for
+	// every master's command of a phase (see boxArgs); nil: not yet.
+	key, value, ms any
+}
+
+// boxArgs fills in q's boxed arguments, keeping those already made.
+func (q *Request) boxArgs() {
+	if q.key == nil {
+		q.key = q.Key
+	}
+	if q.value == nil {
+		q.value = q.Value
+	}
+	if q.ms == nil && q.TTL != 0 {
+		q.ms = q.TTL.Milliseconds()
+	}
 }
 
 // FenceKey is the name of the fence counter kept on each master next to key.
@@ -57,6 +117,7 @@ func FenceKey(key string) string { return key + fenceSuffix }
 
 const fenceSuffix = ":fence"
 
+// The scripts, sent with EVAL every time (see script).
 var (
 	//go:embed lua/release.lua
 	releaseLua string
@@ -67,57 +128,54 @@ var (
 	//go:embed lua/raise_fence.lua
 	raiseFenceLua string
 
-	// Scripts run with EVALSHA, falling back to EVAL when the master does not
-	// know them yet (after a restart, say).
-	releaseScript       = redis.NewScript(releaseLua)
-	extendScript        = redis.NewScript(extendLua)
-	acquireFencedScript = redis.NewScript(acquireFencedLua)
-	raiseFenceScript    = redis.NewScript(raiseFenceLua)
-
-	// scriptSource is what EVAL sends when a master lacks a script.
-	scriptSource = map[*redis.Script]string{
-		releaseScript:       releaseLua,
-		extendScript:        extendLua,
-		acquireFencedScript: acquireFencedLua,
-		raiseFenceScript:    raiseFenceLua,
-	}
+	releaseSrc       any = script(releaseLua)
+	extendSrc        any = script(extendLua)
+	acquireFencedSrc any = script(acquireFencedLua)
+	raiseFenceSrc    any = script(raiseFenceLua)
 )
 
-// scripter is the part of a go-redis client a Node uses.
-type scripter interface {
-	redis.Scripter
-	Pipeline() redis.Pipeliner
-	SetArgs(ctx context.Context, key string, value any, a redis.SetArgs) *redis.StatusCmd
+// script returns a Lua file's code without its comment lines, boxed once.
+//
+// Scripts go to the master with EVAL, never EVALSHA: a master that lost its
+// script cache (a restart, SCRIPT FLUSH) answers EVALSHA with NOSCRIPT, and
+// sending the script again then would put it behind requests queued after
+// it — a rollback could run before the acquire it undoes. EVAL costs the
+// script's bytes on the wire (the master looks it up by hash in its cache)
+// and needs no permission beyond +eval.
+func script(src string) string {
+	var b strings.Builder
+	for line := range strings.Lines(src) {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }
 
-var (
-	_ scripter = (*redis.Client)(nil)
-	_ scripter = (redis.UniversalClient)(nil)
-)
-
-// redisNode is the go-redis client behind a Node and its name; the requests
-// themselves go through pipelinedNode's batcher (pipeline.go), renewals
-// through ExtendBatch (extendbatch.go).
+// redisNode is the Node [NewNode] returns.
 type redisNode struct {
-	c    scripter
+	c    redis.UniversalClient
 	name string
 }
 
+var _ Node = (*redisNode)(nil)
+
 // NewNode returns a Node that talks to the master behind c (one master: a
-// *redis.Client, or a redis.UniversalClient made for one address). It returns
+// *redis.Client, or a redis.UniversalClient made for one address). Each
+// batch of requests goes out as one pipeline on one connection. It returns
 // nil when c is nil, which [New] reports as an error.
 //
-// Make the client with ContextTimeoutEnabled: true, so the per-node timeout
-// (passed as a context deadline) reaches the socket. Without it the Redlock
-// still decides at the node timeout, but a request to a paused master keeps
-// its goroutine, and delays a later release to that master, until the
-// client's ReadTimeout (3 s by default). MaxRetries: -1 and DialerRetries: 1
-// make a dead master fail at once; [ParseMasterURL] sets all three.
+// The Redlock keeps every deadline it promises whatever the client's
+// settings, but a request to a frozen master holds that master's lane until
+// the client gives up on it: make the client with ContextTimeoutEnabled: true
+// so that this is the node timeout rather than the ReadTimeout (3 s by
+// default, times MaxRetries). MaxRetries: -1 and DialerRetries: 1 make a dead
+// master fail at once; [ParseMasterURL] sets all three.
 func NewNode(c redis.UniversalClient) Node {
 	if c == nil || isNil(c) {
 		return nil
 	}
-	return newPipelinedNode(&redisNode{c: c, name: clientName(c)}, c)
+	return &redisNode{c: c, name: clientName(c)}
 }
 
 // clientName names the master behind c without its credentials.
@@ -133,6 +191,107 @@ func clientName(c any) string {
 }
 
 func (n *redisNode) Name() string { return n.name }
+
+// Exec sends reqs as one pipeline (a single request as a plain command) and
+// reads each reply strictly (reply.go).
+func (n *redisNode) Exec(ctx context.Context, reqs []*Request) {
+	if len(reqs) == 1 {
+		cmd := command(ctx, reqs[0])
+		_ = n.c.Process(ctx, cmd)
+		readReply(reqs[0], cmd)
+		return
+	}
+	cmds := make([]redis.Cmder, len(reqs))
+	pipe := n.c.Pipeline()
+	for i, q := range reqs {
+		cmds[i] = command(ctx, q)
+		_ = pipe.Process(ctx, cmds[i])
+	}
+	_, _ = pipe.Exec(ctx) // each command holds its own reply or error
+	for i, q := range reqs {
+		readReply(q, cmds[i])
+	}
+}
+
+// command is the Redis command of q.
+func command(ctx context.Context, q *Request) redis.Cmder {
+	q.boxArgs() // a no-op for the requests of a phase
+	switch q.Op {
+	case OpAcquire:
+		return redis.NewStatusCmd(ctx, "set", q.key, q.value, "px", q.ms, "nx")
+	case OpAcquireFenced:
+		return redis.NewCmd(ctx, "eval", acquireFencedSrc, 2, q.key, FenceKey(q.Key), q.value, q.ms)
+	case OpRaiseFence:
+		return redis.NewCmd(ctx, "eval", raiseFenceSrc, 2, q.key, FenceKey(q.Key), q.value, q.Token)
+	case OpExtend:
+		return redis.NewCmd(ctx, "eval", extendSrc, 1, q.key, q.value, q.ms)
+	case OpRelease:
+		return redis.NewCmd(ctx, "eval", releaseSrc, 1, q.key, q.value)
+	}
+	cmd := redis.NewCmd(ctx)
+	cmd.SetErr(fmt.Errorf("redlock: unknown request %v", q.Op))
+	return cmd
+}
+
+// readReply fills in q's reply from cmd's.
+func readReply(q *Request, cmd redis.Cmder) {
+	switch c := cmd.(type) {
+	case *redis.StatusCmd:
+		q.OK, q.Err = setReply(c.Result())
+	case *redis.Cmd:
+		if q.Op == OpAcquireFenced {
+			q.Fence, q.Err = fence(q.Key, c.Val(), c.Err())
+			q.OK = q.Err == nil && q.Fence > 0
+			return
+		}
+		q.OK, q.Err = flag(c.Result())
+	}
+}
+
+// NodeFunc returns a Node named name that runs each request of a batch by
+// calling do, one at a time and in order; do fills in the request's reply.
+// A request whose turn comes after ctx ended is not passed to do: its Err is
+// ctx's error.
+//
+// It suits a fault-injecting wrapper around another Node (pass one request
+// to its Exec at a time) and a client that has no pipelines; do must be
+// safe for concurrent use when the Node serves several Redlocks.
+func NodeFunc(name string, do func(ctx context.Context, req *Request)) Node {
+	if do == nil {
+		return nil
+	}
+	return funcNode{name: name, do: do}
+}
+
+type funcNode struct {
+	name string
+	do   func(ctx context.Context, req *Request)
+}
+
+func (n funcNode) Name() string { return n.name }
+
+func (n funcNode) Exec(ctx context.Context, reqs []*Request) {
+	for _, q := range reqs {
+		if err := ctx.Err(); err != nil {
+			q.Err = err
+			continue
+		}
+		n.do(ctx, q)
+	}
+}
+
+// checkReply turns what a Node filled in into what the tally may count: a
+// fenced acquire that claims success must carry a usable token, and an
+// error wins over a success. Node implementations other than ours may get
+// these wrong; a master that did must count as failed, never as a success.
+func checkReply(q *Request) {
+	switch {
+	case q.Err != nil:
+		q.OK = false
+	case q.OK && q.Op == OpAcquireFenced && (q.Fence == 0 || q.Fence > maxFence):
+		q.OK, q.Err = false, badReplyf("fenced acquire succeeded with token %d, want one in [1, 2^53]", q.Fence)
+	}
+}
 
 // isNil reports whether v is an interface holding a nil pointer (or other nil
 // reference), which a plain == nil check misses.

@@ -2,53 +2,170 @@ package redlock
 
 import (
 	"context"
-	"sync"
+	"fmt"
+	"sync/atomic"
 	"time"
 )
 
-// reply is one master's answer in a phase.
-type reply struct {
-	node  int
-	ok    bool   // set, extended, released or confirmed
-	token uint64 // fence token, when the phase makes one
-	err   error  // nil, or the master's failure
+// phase is one round of requests to every master under one deadline: an
+// acquire, a fence confirmation, an extend, a release or rollback (one key
+// each), or a round of renewals (one request per lock and master). Every
+// request goes through its master's lane; the phase's context gives them the
+// deadline, and the caller's values but not its cancellation (a release must
+// not be cut short because the caller stopped waiting).
+type phase struct {
+	r      *Redlock
+	ctx    context.Context
+	cancel context.CancelFunc
+	n      int    // masters
+	calls  []call // key k's request to master i at k*n+i
+
+	// replies carries the indexes of the calls whose reply is in, to
+	// collect; nil when nobody collects (a rollback).
+	replies chan int
+	pending atomic.Int32 // calls not answered yet
+	tallies []tally      // one per key; collect's alone
+	one     [1]tally     // tallies' array for a single key
+	oneCall [1]call      // calls' array for a single key and master
 }
 
-// tally counts the replies of one phase towards a quorum decision.
+// call is one master's request in a phase, queued in that master's lane.
+type call struct {
+	Request
+	p        *phase
+	at       int  // index in p.calls
+	answered bool // collect counted the reply (collect's alone)
+}
+
+// startPhase sends one request per key in reqs to every master, all bounded
+// by deadline, and returns the phase to collect (when collected) or to
+// forget. Close waits for every request of it.
+func (r *Redlock) startPhase(ctx context.Context, deadline time.Time, collected bool, reqs ...Request) *phase {
+	n := len(r.nodes)
+	p := &phase{r: r, n: n}
+	if p.calls = p.oneCall[:]; len(reqs)*n > 1 {
+		p.calls = make([]call, len(reqs)*n)
+	}
+	if ctx.Done() != nil {
+		ctx = context.WithoutCancel(ctx)
+	}
+	p.ctx, p.cancel = context.WithDeadline(ctx, deadline)
+	if collected {
+		p.replies = make(chan int, len(p.calls))
+		p.tallies = p.one[:]
+		if len(reqs) > 1 {
+			p.tallies = make([]tally, len(reqs))
+		}
+		for k := range p.tallies {
+			p.tallies[k] = tally{n: n, quorum: r.quorum}
+		}
+	}
+	p.pending.Store(int32(len(p.calls)))
+	r.bg.Add(1)
+	for k := range reqs {
+		q := &reqs[k]
+		q.boxArgs()
+		for i := range n {
+			c := &p.calls[k*n+i]
+			c.Request, c.p, c.at = *q, p, k*n+i
+		}
+	}
+	for i, l := range r.lanes {
+		for k := range reqs {
+			l.push(&p.calls[k*n+i])
+		}
+	}
+	return p
+}
+
+// deliver takes c's reply from its lane.
+func (p *phase) deliver(c *call) {
+	checkReply(&c.Request)
+	if p.replies != nil {
+		p.replies <- c.at
+	}
+	if p.pending.Add(-1) == 0 {
+		p.cancel() // stops the deadline's timer
+		p.r.bg.Done()
+	}
+}
+
+// collect reads replies until every key's quorum outcome is known, ctx ends
+// (it then returns ctx's error), or the phase's deadline passes: the masters
+// that have not answered by then count as failed. So the node timeout holds
+// whatever a Node does with its context (a go-redis client without
+// ContextTimeoutEnabled waits for its ReadTimeout).
+func (p *phase) collect(ctx context.Context) error {
+	open := len(p.tallies)
+	for open > 0 {
+		select {
+		case j := <-p.replies:
+			open -= p.count(j)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.ctx.Done(): // the deadline, or every reply is in
+		drain:
+			for {
+				select {
+				case j := <-p.replies:
+					open -= p.count(j)
+				default:
+					break drain
+				}
+			}
+			for k := range p.tallies {
+				t := &p.tallies[k]
+				if t.decided() {
+					continue
+				}
+				for i := range p.n {
+					if !p.calls[k*p.n+i].answered {
+						t.add(i, &Request{Err: errNoReply}, p.r.nodes[i])
+					}
+				}
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
+// count adds call j's reply to its key's tally and returns 1 when that
+// decided the key.
+func (p *phase) count(j int) int {
+	c := &p.calls[j]
+	c.answered = true
+	t := &p.tallies[j/p.n]
+	if t.decided() {
+		return 0 // decided already: later replies do not change the outcome
+	}
+	t.add(j%p.n, &c.Request, p.r.nodes[j%p.n])
+	if t.decided() {
+		return 1
+	}
+	return 0
+}
+
+// tally counts the replies of one key in a phase towards a quorum decision.
 type tally struct {
 	n, quorum                  int
 	succeeded, refused, failed int
-	token                      uint64 // highest token among the successes
+	token                      uint64 // highest fence token among the successes
 	errs                       []error
-	seen                       uint64 // bit i: master i answered (masters past 64 are not tracked)
-	refusals                   uint64 // bit i: master i refused (likewise)
 }
 
-func newTally(n, quorum int) tally { return tally{n: n, quorum: quorum} }
-
-func (t *tally) add(r reply, node Node) {
-	if r.node < 64 {
-		t.seen |= 1 << r.node
-	}
+func (t *tally) add(i int, q *Request, node Node) {
 	switch {
-	case r.err != nil:
+	case q.Err != nil:
 		t.failed++
-		t.errs = append(t.errs, &NodeError{Node: node.Name(), Err: r.err})
-	case r.ok:
+		t.errs = append(t.errs, &NodeError{Node: node.Name(), Err: q.Err})
+	case q.OK:
 		t.succeeded++
-		t.token = max(t.token, r.token)
+		t.token = max(t.token, q.Fence)
 	default:
 		t.refused++
-		if r.node < 64 {
-			t.refusals |= 1 << r.node
-		}
 	}
 }
-
-// answered reports whether master i's reply was counted. Past 64 masters it
-// always says yes, so a silent master there is left out of the counts rather
-// than counted twice.
-func (t *tally) answered(i int) bool { return i >= 64 || t.seen&(1<<i) != 0 }
 
 // won reports whether a quorum succeeded.
 func (t *tally) won() bool { return t.succeeded >= t.quorum }
@@ -67,213 +184,74 @@ func (t *tally) error(op, key string) *QuorumError {
 	}
 }
 
-// fanout is one phase after the acquire (fence, extend, release): req to
-// every master, all bounded by deadline. It returns as soon as the quorum
-// outcome is known or ctx ends; stragglers finish in the background. When
-// wake is set, the key's local waiters are woken once every master answered.
-//
-// When after is not nil, the request to master i follows the acquire still
-// in flight to it, so it cannot be overtaken by that acquire: a pipelined
-// master's batcher sends requests in the order they were queued, and the
-// goroutine of any other master waits for it (see [attempt.inflight]).
-func (r *Redlock) fanout(ctx context.Context, deadline time.Time, after *attempt, req request, wake bool) (tally, error) {
-	p := &phase{after: after, wake: wake}
-	r.newPhase(p, ctx, deadline, req, true)
-	if after != nil && after.req.key == req.key && after.req.value == req.value {
-		p.key, p.value = after.key, after.value
-	}
-	p.start(nil)
-	return r.collect(ctx, p)
-}
-
-// attempt is one acquire attempt: SET (or the fenced acquire script) on every
-// master concurrently, under one deadline. After a failed attempt every
-// master is rolled back, including one whose request timed out (the SET may
-// have landed), each after its acquire returned: a pipelined master's
-// rollback is queued behind the acquire at once, and any other master's
-// goroutine, once its request returned, waits for the decision and rolls its
-// own master back.
-type attempt struct {
-	phase
-	nodeTimeout time.Duration
-	start       time.Time
-	deadline    time.Time // on r.clock: start + the wait
-
-	// inflight[i] is done once the acquire request to master i has returned.
-	// Later requests to master i (release, extend) that go through a
-	// goroutine wait for it first. Nil when every master is pipelined.
-	inflight []sync.WaitGroup
-
-	// decided is closed once the attempt is decided; failed is written before
-	// that and only read after it. The goroutine path alone waits for it.
-	decided chan struct{}
-	failed  bool
-}
-
-// wait waits until the acquire to master i has returned, for a request to
-// master i that goes through a goroutine.
-func (a *attempt) wait(i int) {
-	if a.inflight != nil {
-		a.inflight[i].Wait()
-	}
-}
-
-// startAttempt sends the acquire to every master.
-func (r *Redlock) startAttempt(ctx context.Context, key string, cfg *config) *attempt {
-	a := &attempt{nodeTimeout: cfg.nodeTimeout, start: r.clock.Now()}
-	// Never wait past the moment success became impossible.
-	wait := min(cfg.nodeTimeout, cfg.ttl-cfg.drift()-cfg.minValidity)
-	a.deadline = a.start.Add(wait)
-	req := request{kind: reqAcquire, key: key, value: newValue(), ttl: cfg.ttl}
+// acquire makes one attempt: SET (or the fenced acquire script) on every
+// master at once, decided at a quorum or when success became impossible
+// (the node timeout, or the moment too little validity would be left); the
+// validity check; with fencing, the second round. It returns a held Lock or
+// an error that wraps ErrNotObtained. A failed attempt is rolled back on
+// every master, also those that refused or did not answer: a go-redis client
+// may retry a SET whose first try landed and see its retry refused by our
+// own value, and a SET that timed out may have landed.
+func (r *Redlock) acquire(ctx context.Context, key string, cfg *config) (*Lock, error) {
+	start := r.clock.Now()
+	op := OpAcquire
 	if cfg.fencing {
-		req.kind = reqAcquireFenced
+		op = OpAcquireFenced
 	}
+	l := &Lock{r: r, key: key, value: newValue(), cfg: *cfg, ttl: cfg.ttl}
 	// The requests must not be cut short by the caller's cancellation: the
 	// common ctx, cancel := ...; Lock(ctx); cancel() would otherwise leave the
 	// lock on a bare quorum. collect watches ctx for the caller.
-	r.newPhase(&a.phase, ctx, time.Now().Add(wait), req, true)
-	if r.goroutines {
-		a.inflight = make([]sync.WaitGroup, len(r.nodes))
-		a.decided = make(chan struct{})
-		for i := range r.nodes {
-			if !r.queued(i) {
-				a.inflight[i].Add(1)
-			}
-		}
-	}
-	a.phase.start(a)
-	return a
-}
-
-// run is the goroutine of master i when it is not pipelined.
-func (a *attempt) run(i int) {
-	defer a.r.bg.Done()
-	n := a.r.nodes[i]
-	ok, token, err := a.req.send(&a.phase, n)
-	a.inflight[i].Done()
-	a.deliver(i, ok, token, err)
-	<-a.decided
-	// Roll back on every master, also those that refused: a client that
-	// retries a command (go-redis does, MaxRetries) can have its first SET land
-	// and its retry refused by our own value.
-	if a.failed {
-		ctx, cancel := context.WithTimeout(context.Background(), a.nodeTimeout)
-		_, _ = n.Release(ctx, a.req.key, a.req.value) // best effort: the key expires anyway
-		cancel()
-	}
-}
-
-// decide ends the attempt. After a failure every master that set the key, or
-// might have, is rolled back in the background: the pipelined ones by a
-// release queued behind the acquire, bounded by the node timeout from when
-// the acquire's own deadline has passed. A DirectNode whose refusal is among
-// refusals (bit i: master i refused) is left alone: it sends every request
-// once, so a refusal means our SET did not land there. (A go-redis client
-// may retry a SET whose first try landed, and see its retry refused by our
-// own value, so its masters are rolled back whatever they answered.)
-func (a *attempt) decide(failed bool, refusals uint64) {
-	a.failed = failed
-	if a.decided != nil {
-		close(a.decided)
-	}
-	if !failed || !a.r.pipelined {
-		return
-	}
-	from := later(time.Now(), a.expiry)
-	rb := &phase{}
-	a.r.newPhase(rb, context.Background(), from.Add(a.nodeTimeout),
-		request{kind: reqRelease, key: a.req.key, value: a.req.value}, false)
-	// Only the pipelined masters: the others roll back from their goroutines.
-	skip := func(i int) bool {
-		return !a.r.queued(i) || (a.r.direct[i] != nil && i < 64 && refusals&(1<<i) != 0)
-	}
-	skipped := 0
-	for i := range a.r.nodes {
-		if skip(i) {
-			skipped++
-		}
-	}
-	if skipped == len(a.r.nodes) {
-		return
-	}
-	rb.running.Add(-int32(skipped))
-	rb.startPiped(skip)
-}
-
-// startPiped is start for the pipelined masters that skip does not name.
-func (p *phase) startPiped(skip func(i int) bool) {
-	r := p.r
-	var args []any
-	if r.batched {
-		args = p.args()
-	}
-	for i, n := range r.pipes {
-		if skip(i) {
-			continue
-		}
-		if r.direct[i] != nil {
-			r.bg.Add(1)
-			p.submit(i, false)
-			continue
-		}
-		r.bg.Add(1)
-		c := &p.calls[i]
-		c.ctx, c.p, c.node = p, p, i
-		c.cmd, c.script, args = p.cmd(args)
-		n.b.enqueue(c)
-	}
-}
-
-// acquire makes one attempt: the quorum of SETs, the validity check and,
-// with fencing, the second round. It returns a held Lock or an error that
-// wraps ErrNotObtained.
-func (r *Redlock) acquire(ctx context.Context, key string, cfg *config) (*Lock, error) {
-	a := r.startAttempt(ctx, key, cfg)
-	t, ctxErr := r.collect(ctx, &a.phase)
+	l.last = time.Now().Add(min(cfg.nodeTimeout, cfg.ttl-cfg.drift()-cfg.minValidity))
+	l.boxedKey, l.boxedValue = key, l.value
+	p := r.startPhase(ctx, l.last, true, l.request(op, cfg.ttl, 0))
+	ctxErr := p.collect(ctx)
+	t := &p.tallies[0]
 	if ctxErr != nil || !t.won() {
-		a.decide(true, t.refusals)
+		l.release(ctx, false)
 		return nil, joinCtx(t.error(opAcquire, key), ctxErr)
 	}
-	until, left, valid := cfg.deadline(a.start, r.clock.Now())
+	until, left, valid := cfg.deadline(start, r.clock.Now())
 	if !valid {
-		a.decide(true, t.refusals)
+		l.release(ctx, false)
 		qe := t.error(opAcquire, key)
 		qe.Late, qe.Validity = true, left
 		return nil, qe
 	}
-	l := &Lock{r: r, key: key, value: a.req.value, cfg: *cfg, acq: a, until: until, ttl: cfg.ttl}
+	l.until = until
 	if cfg.fencing {
-		if err := r.confirmFence(ctx, l, t.token); err != nil {
-			a.decide(true, t.refusals)
+		if err := l.confirmFence(ctx, t.token); err != nil {
+			l.release(ctx, false)
 			return nil, err
 		}
 	}
-	a.decide(false, 0)
 	if cfg.autoExtend {
-		r.sched.place(l, renewalDue(until, cfg))
+		r.sched.place(l, time.Time{})
 	}
 	return l, nil
 }
 
 // confirmFence is the second round of a fenced acquire: raise the fence
 // counter to at least the candidate token on every master where the key is
-// still ours, and keep the token only if a quorum confirmed within the
-// validity.
-func (r *Redlock) confirmFence(ctx context.Context, l *Lock, token uint64) error {
+// still ours, and keep the token only if a quorum confirmed while more than
+// the minimum validity was left.
+func (l *Lock) confirmFence(ctx context.Context, token uint64) error {
 	if token == 0 {
 		// A quorum acquired but no master returned a token: a broken Node.
-		return &QuorumError{Op: opFence, Key: l.key, Nodes: len(r.nodes), Quorum: r.quorum,
+		return &QuorumError{Op: opFence, Key: l.key, Nodes: len(l.r.nodes), Quorum: l.r.quorum,
 			Errs: []error{&NodeError{Node: "all", Err: errZeroToken}}}
 	}
-	deadline := r.clock.Now().Add(l.cfg.nodeTimeout)
-	if last := l.until.Add(-l.cfg.minValidity); last.Before(deadline) {
-		deadline = last // a confirmation after this could not be used
+	deadline, ok := l.nextDeadline(l.until.Add(-l.cfg.minValidity))
+	if !ok {
+		return l.late(opFence)
 	}
-	t, ctxErr := r.fanout(ctx, deadline, nil, request{kind: reqRaiseFence, key: l.key, value: l.value, token: token}, false)
+	p := l.r.startPhase(ctx, deadline, true, l.request(OpRaiseFence, 0, token))
+	ctxErr := p.collect(ctx)
+	t := &p.tallies[0]
 	if ctxErr != nil || !t.won() {
 		return joinCtx(t.error(opFence, l.key), ctxErr)
 	}
-	if left := l.until.Sub(r.clock.Now()); left <= l.cfg.minValidity {
+	if left := l.until.Sub(l.r.clock.Now()); left <= l.cfg.minValidity {
 		qe := t.error(opFence, l.key)
 		qe.Late, qe.Validity = true, left
 		return qe
@@ -281,3 +259,52 @@ func (r *Redlock) confirmFence(ctx context.Context, l *Lock, token uint64) error
 	l.token = token
 	return nil
 }
+
+// late is the error of a phase of l that reached its quorum with no more
+// than the minimum validity left.
+func (l *Lock) late(op string) error {
+	return &QuorumError{Op: op, Key: l.key, Nodes: len(l.r.nodes), Quorum: l.r.quorum,
+		Late: true, Validity: l.until.Sub(l.r.clock.Now())}
+}
+
+// nextDeadline is the deadline of the next phase of l: the node timeout,
+// counted from when the lock's previous phase's deadline has passed (its
+// requests may still be ahead in the lanes), and no later than by, a moment
+// on r.clock (the zero Time: no bound). It reports false when by has passed.
+// It becomes the lock's last deadline.
+func (l *Lock) nextDeadline(by time.Time) (time.Time, bool) {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := later(now, l.last).Add(l.cfg.nodeTimeout)
+	if !by.IsZero() {
+		left := by.Sub(l.r.clock.Now())
+		if left <= 0 {
+			return time.Time{}, false
+		}
+		d = earlier(d, now.Add(left)) // by, on the real clock
+	}
+	l.last = later(l.last, d)
+	return d, true
+}
+
+// release sends the compare-and-delete of l's key to every master, each
+// after whatever l sent there before (the lanes keep the order): the one
+// path of Unlock and of every rollback. For an Unlock it returns the phase to
+// collect, and wakes this process's goroutines waiting for the key: their
+// acquires queue behind the release on every lane, so they find every master
+// released. A rollback is not collected: the keys expire anyway.
+func (l *Lock) release(ctx context.Context, unlock bool) *phase {
+	deadline, _ := l.nextDeadline(time.Time{})
+	p := l.r.startPhase(ctx, deadline, unlock, l.request(OpRelease, 0, 0))
+	if unlock {
+		l.r.waiters.wake(l.key)
+	}
+	return p
+}
+
+// errNoReply is the failure of a master that had not answered when its
+// phase's deadline passed.
+var errNoReply = fmt.Errorf("no reply within the node timeout: %w", context.DeadlineExceeded)
+
+var errZeroToken = fmt.Errorf("a quorum set the key but no master returned a fence token")

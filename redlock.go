@@ -40,7 +40,6 @@ import (
 	crand "crypto/rand"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -51,32 +50,26 @@ import (
 // Redlock takes locks across a fixed set of independent Redis masters. It is
 // safe for concurrent use; make one per set of masters and share it.
 //
-// Some requests outlive the calls that start them (a release to a slow master
-// after Unlock returned, the rollback of a failed attempt). [Redlock.Close]
-// waits for them.
+// Every request to a master goes through that master's lane, in the order
+// the calls made them (see [Node]). Some requests outlive the calls that
+// start them (a release to a slow master after Unlock returned, the rollback
+// of a failed attempt). [Redlock.Close] waits for them.
 type Redlock struct {
 	nodes  []Node
+	lanes  []*lane // lanes[i]: the one way requests reach nodes[i]
 	quorum int
 
-	// pipes[i] is nodes[i] when it is a pipelinedNode (requests go through
-	// its batcher), direct[i] when it is a DirectNode (requests go on its
-	// wire); both nil when requests go through a goroutine each. batched:
-	// some master is a pipelinedNode; pipelined: some master is either;
-	// goroutines: some master is neither.
-	pipes                          []*pipelinedNode
-	direct                         []*DirectNode
-	batched, pipelined, goroutines bool
-
 	cfg   config // defaults from New's options, not yet resolved against a call's
-	clock clock
+	clock clock  // the validity arithmetic's (deadlines use the real clock)
 
 	sched scheduler // renews auto-extended locks, ends watched ones at Until
 
-	bg     background // requests still running in the background
-	closed atomic.Bool
+	bg      background // requests still running in the background
+	closed  atomic.Bool
+	closing chan struct{} // closed by Close: Lock calls waiting to retry stop
 
-	// closeClients closes the nodes the Redlock made (NewFromURLs); nil when
-	// the caller owns them (New).
+	// closeClients closes the clients the Redlock made (NewFromURLs); nil
+	// when the caller owns them (New).
 	closeClients func() error
 	closeOnce    sync.Once
 	closeErr     error   // closeClients' result, set inside closeOnce
@@ -113,31 +106,19 @@ func New(nodes []Node, opts ...Option) (*Redlock, error) {
 		return nil, err
 	}
 	r := &Redlock{
-		nodes:  append([]Node(nil), nodes...),
-		quorum: len(nodes)/2 + 1,
-		cfg:    cfg,
-		clock:  systemClock{},
+		nodes:   append([]Node(nil), nodes...),
+		quorum:  len(nodes)/2 + 1,
+		cfg:     cfg,
+		clock:   systemClock{},
+		closing: make(chan struct{}),
 	}
-	r.pipes = make([]*pipelinedNode, len(r.nodes))
-	r.direct = make([]*DirectNode, len(r.nodes))
+	r.lanes = make([]*lane, len(r.nodes))
 	for i, n := range r.nodes {
-		r.pipes[i], _ = n.(*pipelinedNode)
-		r.direct[i], _ = n.(*DirectNode)
-		r.batched = r.batched || r.pipes[i] != nil
-		if r.queued(i) {
-			r.pipelined = true
-		} else {
-			r.goroutines = true
-		}
+		r.lanes[i] = newLane(n)
 	}
 	r.sched = scheduler{r: r, wake: make(chan struct{}, 1)}
 	return r, nil
 }
-
-// queued reports whether requests to master i are queued on it (a
-// pipelinedNode's batcher, a DirectNode's wire) rather than made from a
-// goroutine each.
-func (r *Redlock) queued(i int) bool { return r.pipes[i] != nil || r.direct[i] != nil }
 
 // MaxKeyLen is the longest key Lock and TryLock accept, in bytes. Any bytes
 // are allowed (braces, spaces, newlines, binary, invalid UTF-8): each master
@@ -180,8 +161,11 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, 
 		// (missed), wait for our turn.
 		var missed bool
 		w, missed = r.waiters.join(key, released)
-		if !missed && !w.wait(ctx.Done(), r.waiters.pause(key, w, jitter(backoff), cfg.maxBackoff)) {
+		if !missed && !w.wait(ctx.Done(), r.closing, r.waiters.pause(key, w, jitter(backoff), cfg.maxBackoff)) {
 			return nil, joinCtx(ErrNotObtained, ctx.Err())
+		}
+		if r.closed.Load() {
+			return nil, errors.Join(ErrNotObtained, ErrClosed)
 		}
 	}
 	for n := 1; ; n++ {
@@ -200,8 +184,11 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, 
 				continue
 			}
 		}
-		if !w.wait(ctx.Done(), r.waiters.pause(key, w, jitter(backoff), cfg.maxBackoff)) {
+		if !w.wait(ctx.Done(), r.closing, r.waiters.pause(key, w, jitter(backoff), cfg.maxBackoff)) {
 			return nil, joinCtx(err, ctx.Err())
+		}
+		if r.closed.Load() {
+			return nil, errors.Join(err, ErrClosed)
 		}
 		backoff = min(backoff, cfg.maxBackoff/2) * 2 // no overflow, whatever the bounds
 		backoff = max(backoff, cfg.minBackoff)
@@ -259,15 +246,19 @@ func (r *Redlock) Do(ctx context.Context, key string, fn func(ctx context.Contex
 }
 
 // Close stops auto-extend — locks it was renewing are lost (their contexts
-// are cancelled with a cause wrapping [ErrLockLost] and [ErrClosed]) —, waits
-// for the requests still running in the background (renewals, releases to
-// slow masters, rollbacks) and makes later acquires fail with [ErrClosed].
-// Locks already held can still be released and extended, unless the Redlock
-// made its own nodes ([NewFromURLs]): Close then closes them too. Nodes and
-// clients given to New are the caller's to close. Close may be called more than once;
-// later calls return the first call's error.
+// are cancelled with a cause wrapping [ErrLockLost] and [ErrClosed]) —, ends
+// the Lock calls waiting to retry (their error wraps [ErrNotObtained] and
+// ErrClosed), waits for the requests still running in the background
+// (renewals, releases to slow masters, rollbacks) and makes later acquires
+// fail with ErrClosed. Locks already held can still be released and
+// extended, unless the Redlock made its own clients ([NewFromURLs]): Close
+// then closes them too. Clients given to New are the caller's to close.
+// Close may be called more than once; later calls return the first call's
+// error.
 func (r *Redlock) Close() error {
-	r.closed.Store(true)
+	if !r.closed.Swap(true) {
+		close(r.closing)
+	}
 	r.sched.close()
 	r.bg.Wait()
 	r.closeOnce.Do(func() {
@@ -342,5 +333,3 @@ func joinCtx(err, ctxErr error) error {
 	}
 	return errors.Join(err, ctxErr)
 }
-
-var errZeroToken = fmt.Errorf("a quorum set the key but no master returned a fence token")

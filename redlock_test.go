@@ -159,6 +159,35 @@ func (c *fakeClock) Now() time.Time {
 	return t
 }
 
+// jumpClock is the real clock plus an offset that a test moves forward
+// while requests are in flight (see faultNode.onSend), as a stalled process
+// or a slow network would make the validity clock appear to jump.
+type jumpClock struct{ offset atomic.Int64 }
+
+func (c *jumpClock) Now() time.Time       { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *jumpClock) jump(d time.Duration) { c.offset.Add(int64(d)) }
+
+// jumpOnce returns a faultNode hook that moves c forward by d, once, when
+// the first request of op is sent to any of the masters.
+func jumpOnce(c *jumpClock, op Op, d time.Duration) func(*Request) {
+	var once sync.Once
+	return func(q *Request) {
+		if q.Op == op {
+			once.Do(func() { c.jump(d) })
+		}
+	}
+}
+
+// wrapAll wraps every node in a faultNode.
+func wrapAll(nodes []Node) []*faultNode {
+	fs := make([]*faultNode, len(nodes))
+	for i, n := range nodes {
+		fs[i] = wrap(n)
+		nodes[i] = fs[i]
+	}
+	return fs
+}
+
 // TestValidityShrinks: validity is the TTL less the acquire's elapsed time
 // and the drift allowance; under the minimum the acquire fails and is rolled
 // back.

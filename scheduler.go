@@ -10,9 +10,9 @@ import (
 )
 
 const (
-	// maxBatch is the most renewals sent to one master in one request
-	// (pipeline); more locks due at once make several batches.
-	maxBatch = 1000
+	// maxRound is the most locks renewed in one round; more due at once make
+	// several rounds.
+	maxRound = 1000
 	// maxCoalesce is how much earlier than due a renewal may be sent, to join
 	// the renewals due just before it; for short TTLs it is TTL/30 instead.
 	maxCoalesce = 50 * time.Millisecond
@@ -29,18 +29,20 @@ var (
 // or timer per lock: one goroutine (loop) runs while any lock is queued — it
 // starts with the first and exits when the queue is empty or the Redlock is
 // closed — sleeps until the earliest due time, takes every lock due by then,
-// and sends their renewals in batches, one request per master per batch
-// ([BatchExtender]), each batch in a goroutine of its own for the duration of
-// one round trip.
+// and renews them in rounds: one phase with a request per lock to every
+// master, through the same lanes as every other request, collected by a
+// goroutine of the round's own for the duration of one round trip.
 //
-// A lock is in at most one of three places: the queue (pos > 0), a batch in
-// flight (batch != nil), or held by an Extend (held). The queue is a min-heap
-// of the locks themselves, ordered by due, so queuing allocates nothing.
+// An auto-extended lock is in at most one of three places: the queue (pos >
+// 0), a round in flight (round != nil), or held by an Extend (held). A
+// watched lock stays queued while an Extend runs, so that it still ends at
+// Until. The queue is a min-heap of the locks themselves, ordered by due, so
+// queuing allocates nothing.
 type scheduler struct {
 	r *Redlock
 
 	// mu guards the fields below and, in every Lock of this Redlock, the
-	// fields pos, due, batch and held. Lock order: mu before a Lock's mu,
+	// fields pos, due, round and held. Lock order: mu before a Lock's mu,
 	// never the other way round.
 	mu      sync.Mutex
 	queue   lockQueue
@@ -49,16 +51,16 @@ type scheduler struct {
 	wake    chan struct{} // capacity 1: the head of the queue changed, or closed
 }
 
-// batch is one round of renewals sent together.
-type batch struct {
-	start time.Time
+// round is one set of renewals sent together.
+type round struct {
 	locks []*Lock
-	done  chan struct{} // closed once every master answered or timed out
+	done  chan struct{} // closed once the outcome is applied to every lock
 }
 
 // place queues l at due (or, when due is zero, at the time its state asks
-// for) if it still needs the scheduler: an auto-extended or watched lock that
-// is neither ended nor already queued, in flight or held by an Extend.
+// for), or moves it there when it is queued already, if it still needs the
+// scheduler: an auto-extended or watched lock that has not ended, is not in
+// a round in flight and not held by an Extend.
 func (s *scheduler) place(l *Lock, due time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -67,13 +69,16 @@ func (s *scheduler) place(l *Lock, due time.Time) {
 
 // placeLocked is place with s.mu held.
 func (s *scheduler) placeLocked(l *Lock, due time.Time) {
-	if l.pos > 0 || l.batch != nil || l.held {
+	if l.round != nil || l.held {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	next, ok := l.nextDueLocked()
 	if !ok {
+		if l.pos > 0 {
+			heap.Remove(&s.queue, l.pos-1)
+		}
 		return
 	}
 	if s.closed {
@@ -84,7 +89,11 @@ func (s *scheduler) placeLocked(l *Lock, due time.Time) {
 		next = due
 	}
 	l.due = next
-	heap.Push(&s.queue, l)
+	if l.pos > 0 {
+		heap.Fix(&s.queue, l.pos-1)
+	} else {
+		heap.Push(&s.queue, l)
+	}
 	if l.pos == 1 {
 		select {
 		case s.wake <- struct{}{}:
@@ -98,18 +107,36 @@ func (s *scheduler) placeLocked(l *Lock, due time.Time) {
 	}
 }
 
-// remove takes l out of the queue and returns the batch it is in flight in,
-// if any. With hold, l stays out of the scheduler's hands until unhold.
-func (s *scheduler) remove(l *Lock, hold bool) *batch {
+// remove takes l out of the queue for good (Unlock).
+func (s *scheduler) remove(l *Lock) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if l.pos > 0 {
 		heap.Remove(&s.queue, l.pos-1)
 	}
-	if hold {
-		l.held = true
+}
+
+// hold keeps the scheduler away from l, an auto-extended lock, until
+// unhold, and waits for the renewal round in flight, if any, or for ctx to
+// end (l is then given back and ctx's error returned).
+func (s *scheduler) hold(ctx context.Context, l *Lock) error {
+	s.mu.Lock()
+	if l.pos > 0 {
+		heap.Remove(&s.queue, l.pos-1)
 	}
-	return l.batch
+	l.held = true
+	rd := l.round
+	s.mu.Unlock()
+	if rd == nil {
+		return nil
+	}
+	select {
+	case <-rd.done:
+		return nil
+	case <-ctx.Done():
+		s.unhold(l)
+		return ctx.Err()
+	}
 }
 
 // unhold gives l back to the scheduler after an Extend.
@@ -121,7 +148,7 @@ func (s *scheduler) unhold(l *Lock) {
 }
 
 // close ends every queued lock (auto-extended ones are lost; watched ones
-// fall back to a timer of their own) and stops the loop. Batches in flight
+// fall back to a timer of their own) and stops the loop. Rounds in flight
 // end theirs when they return.
 func (s *scheduler) close() {
 	s.mu.Lock()
@@ -162,11 +189,11 @@ func (s *scheduler) loop() {
 			}
 			continue
 		}
-		batches, expiring := s.takeDueLocked(now)
+		rounds, expiring := s.takeDueLocked(now)
+		s.r.bg.Add(len(rounds))
 		s.mu.Unlock()
-		for _, b := range batches {
-			s.r.bg.Add(1)
-			go s.renew(b)
+		for _, rd := range rounds {
+			go s.renew(rd)
 		}
 		for _, l := range expiring {
 			s.expire(l, now)
@@ -175,10 +202,10 @@ func (s *scheduler) loop() {
 }
 
 // takeDueLocked pops the locks due at now: auto-extended ones (also those
-// due within the coalescing window) into batches, watched ones to expire.
-func (s *scheduler) takeDueLocked(now time.Time) (batches []*batch, expiring []*Lock) {
+// due within the coalescing window) into rounds, watched ones to expire.
+func (s *scheduler) takeDueLocked(now time.Time) (rounds []*round, expiring []*Lock) {
 	horizon := now.Add(min(maxCoalesce, s.queue[0].cfg.ttl/30))
-	var b *batch
+	var rd *round
 	for len(s.queue) > 0 {
 		l := s.queue[0]
 		if l.due.After(now) && (!l.cfg.autoExtend || l.due.After(horizon)) {
@@ -189,14 +216,14 @@ func (s *scheduler) takeDueLocked(now time.Time) (batches []*batch, expiring []*
 			expiring = append(expiring, l)
 			continue
 		}
-		if b == nil || len(b.locks) == maxBatch {
-			b = &batch{start: now, locks: make([]*Lock, 0, min(len(s.queue)+1, maxBatch)), done: make(chan struct{})}
-			batches = append(batches, b)
+		if rd == nil || len(rd.locks) == maxRound {
+			rd = &round{locks: make([]*Lock, 0, min(len(s.queue)+1, maxRound)), done: make(chan struct{})}
+			rounds = append(rounds, rd)
 		}
-		b.locks = append(b.locks, l)
-		l.batch = b
+		rd.locks = append(rd.locks, l)
+		l.round = rd
 	}
-	return batches, expiring
+	return rounds, expiring
 }
 
 // expire ends a watched lock whose Until has passed, or queues it again at
@@ -210,97 +237,82 @@ func (s *scheduler) expire(l *Lock, now time.Time) {
 	s.place(l, time.Time{})
 }
 
-// renew sends one batch of renewals to every master and applies the outcome
-// to each lock: a new Until, a retry after a short pause, or the lock lost.
-func (s *scheduler) renew(b *batch) {
+// renew sends one round of renewals and applies the outcome to each lock: a
+// new Until, a retry after a short pause, or the lock lost.
+func (s *scheduler) renew(rd *round) {
 	defer s.r.bg.Done()
-	defer close(b.done)
+	defer close(rd.done)
 	r := s.r
-	reqs := make([]ExtendRequest, 0, len(b.locks))
-	sent := make([]*Lock, 0, len(b.locks))
-	cfgs := make([]config, 0, len(b.locks))
-	// The batch ends at the node timeout, or when the first of its locks'
+	start, now := r.clock.Now(), time.Now()
+	reqs := make([]Request, 0, len(rd.locks))
+	sent := make([]*Lock, 0, len(rd.locks))
+	cfgs := make([]config, 0, len(rd.locks))
+	// The round ends at the node timeout, or when the first of its locks'
 	// validity does: a quorum after that is no use to it, and its loss must
 	// be known by then.
 	var deadline time.Time
-	var postponed []*Lock
-	for _, l := range b.locks {
+	for _, l := range rd.locks {
 		l.mu.Lock()
 		switch {
 		case l.released || l.end != nil:
-		case l.acquireLocked() != nil && l.acq.running.Load() > 0:
-			// An acquire request is still in flight: renew after it, so
-			// each master sees the SET before the extend.
-			postponed = append(postponed, l)
-		case !b.start.Before(l.until):
+		case !start.Before(l.until):
 			l.endLocked(lost(l.key, errExpired))
 		default:
 			cfg := l.cfgLocked()
-			reqs = append(reqs, ExtendRequest{Key: l.key, Value: l.value, TTL: cfg.ttl})
+			reqs = append(reqs, l.request(OpExtend, cfg.ttl, 0))
 			sent = append(sent, l)
 			cfgs = append(cfgs, cfg)
-			if end := earlier(b.start.Add(cfg.nodeTimeout), l.until); deadline.IsZero() || end.Before(deadline) {
+			end := earlier(later(now, l.last).Add(cfg.nodeTimeout), now.Add(l.until.Sub(start)))
+			if deadline.IsZero() || end.Before(deadline) {
 				deadline = end
 			}
 		}
 		l.mu.Unlock()
 	}
 
-	oks := make([][]bool, len(r.nodes))
-	errs := make([][]error, len(r.nodes))
-	if len(reqs) > 0 {
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		var wg sync.WaitGroup
-		for i, n := range r.nodes {
-			wg.Go(func() { oks[i], errs[i] = extendOn(ctx, n, reqs) })
-		}
-		wg.Wait()
-		cancel()
-	}
-
-	now := r.clock.Now()
 	dues := make([]time.Time, len(sent))
-	for j, l := range sent {
-		t := newTally(len(r.nodes), r.quorum)
-		for i, n := range r.nodes {
-			t.add(reply{node: i, ok: oks[i][j], err: errs[i][j]}, n)
+	if len(reqs) > 0 {
+		for _, l := range sent {
+			l.mu.Lock()
+			l.last = later(l.last, deadline)
+			l.mu.Unlock()
 		}
-		l.mu.Lock()
-		dues[j] = l.renewedLocked(&t, &cfgs[j], b.start, now)
-		l.mu.Unlock()
+		p := r.startPhase(context.Background(), deadline, true, reqs...)
+		_ = p.collect(context.Background()) // no caller to stop waiting
+		for j, l := range sent {
+			l.mu.Lock()
+			dues[j] = l.renewedLocked(&p.tallies[j], &cfgs[j], start)
+			l.mu.Unlock()
+		}
 	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, l := range b.locks {
-		l.batch = nil
+	for _, l := range rd.locks {
+		l.round = nil
 	}
 	for j, l := range sent {
 		if !dues[j].IsZero() {
 			s.placeLocked(l, dues[j])
 		}
 	}
-	for _, l := range postponed {
-		s.placeLocked(l, now.Add(l.cfg.minBackoff))
-	}
 }
 
 // renewedLocked applies one renewal's tally to l (l.mu held) and returns
 // when to renew next, or the zero Time when the lock has ended.
-func (l *Lock) renewedLocked(t *tally, cfg *config, start, now time.Time) time.Time {
+func (l *Lock) renewedLocked(t *tally, cfg *config, start time.Time) time.Time {
 	if l.released || l.end != nil {
 		return time.Time{}
 	}
-	until, err := extended(t, nil, cfg, l.key, start, now, l.until)
+	err := l.extendedLocked(t, nil, cfg, start)
 	if err == nil {
-		l.until = until
-		return renewalDue(until, cfg)
+		return renewalDue(l.until, cfg)
 	}
 	if errors.Is(err, ErrNotHeld) { // gone from a quorum, or too late: retrying cannot help
 		l.endLocked(lost(l.key, err))
 		return time.Time{}
 	}
-	retry := now.Add(min(max(cfg.ttl/30, cfg.minBackoff), cfg.maxBackoff))
+	retry := l.r.clock.Now().Add(min(max(cfg.ttl/30, cfg.minBackoff), cfg.maxBackoff))
 	if !retry.Add(cfg.nodeTimeout).Before(l.until) {
 		l.endLocked(lost(l.key, fmt.Errorf("%w: %w", errRenewFailed, err)))
 		return time.Time{}

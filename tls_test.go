@@ -28,8 +28,7 @@ func tlsMasters(t *testing.T, n int) (*redistest.Cluster, *tls.Config) {
 	return redistest.StartT(t, n, redistest.Options{TLS: files}), conf
 }
 
-// tlsNodes returns a Node per address over TLS with conf (DirectNodes with
-// REDLOCK_TEST_NODE=direct, see nodesOf).
+// tlsNodes returns a Node per address over TLS with conf.
 func tlsNodes(t *testing.T, addrs []string, conf *tls.Config) []Node {
 	cs := make([]*redis.Client, len(addrs))
 	for i, a := range addrs {

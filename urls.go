@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 )
 
 // urlDialTimeout bounds a dial to a master named by URL, unless the URL sets
@@ -73,13 +74,13 @@ func ParseMasterURL(rawURL string) (*redis.Options, error) {
 	return o, nil
 }
 
-// NewFromURLs returns a Redlock over one [DirectNode] per URL (see
-// [ParseMasterURL] for the forms accepted), with opts as in [New]. Unlike
-// New, the Redlock owns the nodes it makes: [Redlock.Close] closes them.
-// Errors name the offending URL without its password. To configure the
-// connections further (certificates, a dialer), build DirectNodes from
-// ParseMasterURL's options with [NewDirectNode], or go-redis clients and
-// [NewNode], and use New instead.
+// NewFromURLs returns a Redlock over one go-redis client per URL (see
+// [ParseMasterURL] for the forms accepted and the client settings), each
+// wrapped with [NewNode], with opts as in [New]. Unlike New, the Redlock owns
+// the clients it makes: [Redlock.Close] closes them. Errors name the
+// offending URL without its password. To configure the clients further
+// (certificates, a dialer, hooks such as redisotel), build them from
+// ParseMasterURL's options and use NewNode and New instead.
 func NewFromURLs(urls []string, opts ...Option) (*Redlock, error) {
 	if len(urls) == 0 {
 		return nil, configErr("master URLs", "need at least one master URL, got none")
@@ -96,22 +97,23 @@ func NewFromURLs(urls []string, opts ...Option) (*Redlock, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	direct := make([]*DirectNode, 0, len(urls))
-	closeAll := func() error {
-		for _, d := range direct {
-			_ = d.Close() // it always returns nil
-		}
-		return nil
-	}
+	cs := make([]*redis.Client, len(urls))
 	nodes := make([]Node, len(urls))
 	for i, o := range optsOf {
-		d, err := NewDirectNode(o)
-		if err != nil {
-			_ = closeAll()
-			return nil, fmt.Errorf("%s: %w", RedactURL(urls[i]), err)
+		cs[i] = redis.NewClient(o)
+		nodes[i] = NewNode(cs[i])
+	}
+	closeAll := func() error {
+		var g errgroup.Group
+		for i, c := range cs {
+			g.Go(func() error {
+				if err := c.Close(); err != nil {
+					return fmt.Errorf("closing %s: %w", RedactURL(urls[i]), err)
+				}
+				return nil
+			})
 		}
-		direct = append(direct, d)
-		nodes[i] = d
+		return g.Wait()
 	}
 	r, err := New(nodes, opts...)
 	if err != nil {

@@ -28,18 +28,14 @@ const (
 
 func addrs(n int) []string { return masters.Addrs()[:n] }
 
-// BenchmarkLockUnlock is one uncontended Lock and Unlock of a key, per op.
-//
-// redlock is measured twice wherever it appears: lib=redlock over NewNode
-// (go-redis clients) and lib=direct over DirectNodes (the library's own RESP2
-// connection per master, made from the same clients' options).
+// BenchmarkLockUnlock is one uncontended Lock and Unlock of a key, per op:
+// redlock (lib=redlock, go-redis clients through NewNode) and redsync at
+// every node count, with the wire floor (lib=wire) at each; redislock and the
+// go-redis floor (lib=floor) on one master.
 func BenchmarkLockUnlock(b *testing.B) {
 	for _, n := range nodeCounts {
 		b.Run(fmt.Sprintf("lib=redlock/nodes=%d", n), func(b *testing.B) {
 			lockUnlock(b, newRedlock(b, newClients(b, addrs(n))))
-		})
-		b.Run(fmt.Sprintf("lib=direct/nodes=%d", n), func(b *testing.B) {
-			lockUnlock(b, newRedlockDirect(b, newClients(b, addrs(n))))
 		})
 		b.Run(fmt.Sprintf("lib=redsync/nodes=%d", n), func(b *testing.B) {
 			lockUnlock(b, newRedsync(newClients(b, addrs(n))))
@@ -58,9 +54,6 @@ func BenchmarkLockUnlockFenced(b *testing.B) {
 	for _, n := range []int{1, 5, 9} {
 		b.Run(fmt.Sprintf("lib=redlock/nodes=%d", n), func(b *testing.B) {
 			lockUnlock(b, newRedlock(b, newClients(b, addrs(n)), redlock.WithFencing()))
-		})
-		b.Run(fmt.Sprintf("lib=direct/nodes=%d", n), func(b *testing.B) {
-			lockUnlock(b, newRedlockDirect(b, newClients(b, addrs(n)), redlock.WithFencing()))
 		})
 	}
 }
@@ -125,7 +118,6 @@ func BenchmarkTryLockHeld(b *testing.B) {
 		}
 	}
 	b.Run("lib=redlock/nodes=5", func(b *testing.B) { run(b, newRedlock(b, newClients(b, addrs(5)))) })
-	b.Run("lib=direct/nodes=5", func(b *testing.B) { run(b, newRedlockDirect(b, newClients(b, addrs(5)))) })
 	b.Run("lib=redsync/nodes=5", func(b *testing.B) { run(b, newRedsync(newClients(b, addrs(5)))) })
 	b.Run("lib=redislock/nodes=1", func(b *testing.B) { run(b, newRedislock(newClients(b, addrs(1))[0])) })
 }
@@ -150,7 +142,6 @@ func BenchmarkExtend(b *testing.B) {
 		}
 	}
 	b.Run("lib=redlock/nodes=5", func(b *testing.B) { run(b, newRedlock(b, newClients(b, addrs(5)))) })
-	b.Run("lib=direct/nodes=5", func(b *testing.B) { run(b, newRedlockDirect(b, newClients(b, addrs(5)))) })
 	b.Run("lib=redsync/nodes=5", func(b *testing.B) { run(b, newRedsync(newClients(b, addrs(5)))) })
 	b.Run("lib=redislock/nodes=1", func(b *testing.B) { run(b, newRedislock(newClients(b, addrs(1))[0])) })
 }
@@ -161,7 +152,6 @@ func BenchmarkExtend(b *testing.B) {
 // sections per second and the largest share of them one goroutine won.
 func BenchmarkContended(b *testing.B) {
 	b.Run("lib=redlock/nodes=5", func(b *testing.B) { contended(b, newRedlock(b, newClients(b, addrs(5)))) })
-	b.Run("lib=direct/nodes=5", func(b *testing.B) { contended(b, newRedlockDirect(b, newClients(b, addrs(5)))) })
 	b.Run("lib=redsync/nodes=5", func(b *testing.B) { contended(b, newRedsync(newClients(b, addrs(5)))) })
 }
 
@@ -225,7 +215,6 @@ func contended(b *testing.B, l lib) {
 // its own over 5 masters. It reports locks per second.
 func BenchmarkDistinctKeys(b *testing.B) {
 	b.Run("lib=redlock/nodes=5", func(b *testing.B) { distinct(b, newRedlock(b, newClients(b, addrs(5)))) })
-	b.Run("lib=direct/nodes=5", func(b *testing.B) { distinct(b, newRedlockDirect(b, newClients(b, addrs(5)))) })
 	b.Run("lib=redsync/nodes=5", func(b *testing.B) { distinct(b, newRedsync(newClients(b, addrs(5)))) })
 }
 
@@ -269,9 +258,6 @@ func BenchmarkSlowMaster(b *testing.B) {
 	}
 	b.Run("lib=redlock/nodes=5", func(b *testing.B) {
 		run(b, func(cs []*redis.Client) lib { return newRedlock(b, cs) })
-	})
-	b.Run("lib=direct/nodes=5", func(b *testing.B) {
-		run(b, func(cs []*redis.Client) lib { return newRedlockDirect(b, cs) })
 	})
 	b.Run("lib=redsync/nodes=5", func(b *testing.B) {
 		run(b, func(cs []*redis.Client) lib { return newRedsync(cs) })

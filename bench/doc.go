@@ -1,9 +1,9 @@
-// Package bench compares redlock, over DirectNodes (lib=direct) and over
-// go-redis clients with NewNode (lib=redlock), with its peers —
-// go-redsync/redsync v4 (over the go-redis v9 adapter) and bsm/redislock (one
-// master) — with the floor of one master spoken to by raw go-redis, and with
-// the wire floor (lib=wire: the round trips to every master and nothing
-// else), across node counts, over real redis-server masters that the benchmarks
+// Package bench compares redlock, over go-redis clients with NewNode
+// (lib=redlock), with its peers — go-redsync/redsync v4 (lib=redsync, over the
+// go-redis v9 adapter) and bsm/redislock (lib=redislock, one master) — with
+// the floor of one master spoken to by raw go-redis (lib=floor), and with the
+// wire floor (lib=wire: the round trips to every master and nothing else),
+// across node counts, over real redis-server masters that the benchmarks
 // start themselves.
 //
 // It is a module of its own so that the peers never enter the main go.mod.

@@ -30,32 +30,13 @@ type held interface {
 
 // --- redlock ---
 
-type redlockLib struct {
-	r    *redlock.Redlock
-	opts []redlock.Option
-}
+type redlockLib struct{ r *redlock.Redlock }
 
 func newRedlock(b testing.TB, cs []*redis.Client, opts ...redlock.Option) *redlockLib {
 	b.Helper()
 	nodes := make([]redlock.Node, len(cs))
 	for i, c := range cs {
 		nodes[i] = redlock.NewNode(c)
-	}
-	return redlockOver(b, nodes, opts)
-}
-
-// newRedlockDirect is newRedlock over DirectNodes to the same masters (the
-// clients' options; the clients themselves stay unused).
-func newRedlockDirect(b testing.TB, cs []*redis.Client, opts ...redlock.Option) *redlockLib {
-	b.Helper()
-	nodes := make([]redlock.Node, len(cs))
-	for i, c := range cs {
-		d, err := redlock.NewDirectNode(c.Options())
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { d.Close() })
-		nodes[i] = d
 	}
 	return redlockOver(b, nodes, opts)
 }

@@ -9,15 +9,12 @@ import (
 	"github.com/redlock/redlock"
 )
 
-// client is one contender: its own connections, one per master, and its
-// own Redlock over them, as a separate process would have. Clients alternate
-// between the library's two Nodes: even ids use DirectNodes, odd ids go-redis
-// clients through NewNode, so every scenario puts both under its faults.
+// client is one contender: its own go-redis client per master, and its own
+// Redlock over them, as a separate process would have.
 type client struct {
-	id     int
-	rdb    []*redis.Client
-	direct []*redlock.DirectNode
-	rl     *redlock.Redlock
+	id  int
+	rdb []*redis.Client
+	rl  *redlock.Redlock
 }
 
 // newClient connects to the masters at addrs. wrap, when not nil, wraps
@@ -37,18 +34,9 @@ func newClient(id int, addrs []string, wrap func(i int, n redlock.Node) redlock.
 			PoolSize:              4,
 			DisableIdentity:       true,
 		}
-		if id%2 == 0 {
-			d, err := redlock.NewDirectNode(o)
-			if err != nil {
-				return nil, errors.Join(err, c.close())
-			}
-			c.direct = append(c.direct, d)
-			nodes[i] = d
-		} else {
-			r := redis.NewClient(o)
-			c.rdb = append(c.rdb, r)
-			nodes[i] = redlock.NewNode(r)
-		}
+		r := redis.NewClient(o)
+		c.rdb = append(c.rdb, r)
+		nodes[i] = redlock.NewNode(r)
 		if wrap != nil {
 			nodes[i] = wrap(i, nodes[i])
 		}
@@ -70,9 +58,6 @@ func (c *client) close() error {
 	}
 	for _, r := range c.rdb {
 		errs = append(errs, r.Close())
-	}
-	for _, d := range c.direct {
-		errs = append(errs, d.Close())
 	}
 	return errors.Join(errs...)
 }

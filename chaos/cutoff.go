@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 
 	"github.com/redlock/redlock"
 )
@@ -50,37 +49,12 @@ type cutNode struct {
 	c *cutoff
 }
 
-func (n *cutNode) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	if n.c.isCut(n.i) {
-		return false, errCut
+func (n *cutNode) Exec(ctx context.Context, reqs []*redlock.Request) {
+	if !n.c.isCut(n.i) {
+		n.Node.Exec(ctx, reqs)
+		return
 	}
-	return n.Node.Acquire(ctx, key, value, ttl)
-}
-
-func (n *cutNode) AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (uint64, error) {
-	if n.c.isCut(n.i) {
-		return 0, errCut
+	for _, q := range reqs {
+		q.OK, q.Fence, q.Err = false, 0, errCut
 	}
-	return n.Node.AcquireFenced(ctx, key, value, ttl)
-}
-
-func (n *cutNode) RaiseFence(ctx context.Context, key, value string, token uint64) (bool, error) {
-	if n.c.isCut(n.i) {
-		return false, errCut
-	}
-	return n.Node.RaiseFence(ctx, key, value, token)
-}
-
-func (n *cutNode) Extend(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	if n.c.isCut(n.i) {
-		return false, errCut
-	}
-	return n.Node.Extend(ctx, key, value, ttl)
-}
-
-func (n *cutNode) Release(ctx context.Context, key, value string) (bool, error) {
-	if n.c.isCut(n.i) {
-		return false, errCut
-	}
-	return n.Node.Release(ctx, key, value)
 }

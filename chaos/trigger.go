@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"sync"
-	"time"
 
 	"github.com/redlock/redlock"
 )
@@ -108,16 +107,20 @@ type triggerNode struct {
 	t *trigger
 }
 
-func (n *triggerNode) Acquire(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	n.t.started(value)
-	ok, err := n.Node.Acquire(ctx, key, value, ttl)
-	n.t.replied(ctx, n.i, value)
-	return ok, err
+func (n *triggerNode) Exec(ctx context.Context, reqs []*redlock.Request) {
+	for _, q := range reqs {
+		if isAcquire(q) {
+			n.t.started(q.Value)
+		}
+	}
+	n.Node.Exec(ctx, reqs)
+	for _, q := range reqs {
+		if isAcquire(q) {
+			n.t.replied(ctx, n.i, q.Value)
+		}
+	}
 }
 
-func (n *triggerNode) AcquireFenced(ctx context.Context, key, value string, ttl time.Duration) (uint64, error) {
-	n.t.started(value)
-	token, err := n.Node.AcquireFenced(ctx, key, value, ttl)
-	n.t.replied(ctx, n.i, value)
-	return token, err
+func isAcquire(q *redlock.Request) bool {
+	return q.Op == redlock.OpAcquire || q.Op == redlock.OpAcquireFenced
 }

@@ -10,28 +10,27 @@ import (
 	"github.com/redlock/redlock"
 )
 
-// stubNode answers every acquire at once; the trigger's logic claims
+// stubNode answers every request at once; the trigger's logic claims
 // nothing about Redis.
-type stubNode struct {
-	redlock.Node
-	name string
+func stubNode(name string) redlock.Node {
+	return redlock.NodeFunc(name, func(_ context.Context, q *redlock.Request) { q.OK = true })
 }
 
-func (s stubNode) Name() string { return s.name }
-func (s stubNode) Acquire(context.Context, string, string, time.Duration) (bool, error) {
-	return true, nil
+// acquire sends one acquire of value to n.
+func acquire(ctx context.Context, n redlock.Node, value string) {
+	n.Exec(ctx, []*redlock.Request{{Op: redlock.OpAcquire, Key: "k", Value: value, TTL: time.Second}})
 }
 
 func TestTriggerFiresOnceOnTheFirstReplyOfANewAttempt(t *testing.T) {
 	tr := newTrigger(3)
 	nodes := make([]redlock.Node, 3)
 	for i := range nodes {
-		nodes[i] = tr.wrap(i, stubNode{name: string(rune('a' + i))})
+		nodes[i] = tr.wrap(i, stubNode(string(rune('a'+i))))
 	}
 	ctx := context.Background()
 
 	// An attempt that began before arming is not eligible.
-	_, _ = nodes[0].Acquire(ctx, "k", "old", time.Second)
+	acquire(ctx, nodes[0], "old")
 	var mu sync.Mutex
 	var fired [][]int
 	hookDone := make(chan struct{})
@@ -42,7 +41,7 @@ func TestTriggerFiresOnceOnTheFirstReplyOfANewAttempt(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		close(hookDone)
 	})
-	_, _ = nodes[1].Acquire(ctx, "k", "old", time.Second)
+	acquire(ctx, nodes[1], "old")
 	if len(fired) != 0 {
 		t.Fatal("fired on an attempt that began before arming")
 	}
@@ -50,13 +49,13 @@ func TestTriggerFiresOnceOnTheFirstReplyOfANewAttempt(t *testing.T) {
 	// The first reply of a new attempt fires the hook and is held until
 	// the hook returned.
 	start := time.Now()
-	_, _ = nodes[2].Acquire(ctx, "k", "new", time.Second)
+	acquire(ctx, nodes[2], "new")
 	if took := time.Since(start); took < 20*time.Millisecond {
 		t.Errorf("first reply returned after %v, before the hook's 20ms", took)
 	}
 	<-hookDone
-	_, _ = nodes[0].Acquire(ctx, "k", "new", time.Second)
-	_, _ = nodes[0].Acquire(ctx, "k", "newer", time.Second)
+	acquire(ctx, nodes[0], "new")
+	acquire(ctx, nodes[0], "newer")
 	tr.wait()
 	mu.Lock()
 	defer mu.Unlock()
@@ -67,13 +66,13 @@ func TestTriggerFiresOnceOnTheFirstReplyOfANewAttempt(t *testing.T) {
 
 func TestTriggerReleasesTheReplyWhenCtxEnds(t *testing.T) {
 	tr := newTrigger(3)
-	n := tr.wrap(0, stubNode{name: "a"})
+	n := tr.wrap(0, stubNode("a"))
 	release := make(chan struct{})
 	tr.arm(func(int, []int) { <-release })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, _ = n.Acquire(ctx, "k", "v", time.Second)
+	acquire(ctx, n, "v")
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("reply held %v past its context", took)
 	}

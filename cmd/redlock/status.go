@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/redlock/redlock"
 )
@@ -53,15 +53,18 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 
 	name := fs.Arg(0)
+	// Every master is read, each within the timeout; one that fails is a
+	// row of the report, not an error that stops the others.
 	states := make([]masterState, len(urls))
-	var wg sync.WaitGroup
+	var g errgroup.Group
 	for i := range urls {
-		wg.Go(func() {
+		g.Go(func() error {
 			states[i] = readMaster(ctx, opts[i], name, *timeout)
 			states[i].url = redlock.RedactURL(urls[i])
+			return nil
 		})
 	}
-	wg.Wait()
+	_ = g.Wait() // every read returns nil
 	return report(stdout, name, states)
 }
 

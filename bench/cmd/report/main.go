@@ -1,11 +1,13 @@
 // Command report runs the benchmark suite, feeds it to benchstat, writes the
-// results tables between the markers in the repository's README.md, and plots
-// Lock+Unlock latency against the node count for redlock and its peers.
+// targets and results tables between the markers in the repository's
+// README.md, and plots Lock+Unlock latency against the node count for redlock
+// (over go-redis clients through NewNode), its peers, and the floors.
 //
 // Run it from the bench module:
 //
 //	cd bench && go run ./cmd/report              # 6 passes, about 6 minutes
 //	go run ./cmd/report -from results/bench.txt  # only re-render
+//	go run ./cmd/report -from new.txt -out /tmp/r -readme ''  # render, leave README.md alone
 //
 // The suite runs as -passes interleaved passes of -count 1, each pass running
 // every benchmark of every library once, and the outputs are concatenated.
@@ -51,7 +53,7 @@ func main() {
 	bench := flag.String("bench", ".", "go test -bench")
 	from := flag.String("from", "", "read this go test output instead of running the suite")
 	out := flag.String("out", "results", "directory for bench.txt, benchstat.txt and the plots")
-	readme := flag.String("readme", "../README.md", "README whose marked section gets the tables")
+	readme := flag.String("readme", "../README.md", "README whose marked section gets the tables (empty: write none, only print the section)")
 	flag.Parse()
 	log.SetFlags(0)
 
@@ -75,7 +77,7 @@ func main() {
 	}
 
 	// redsync first, so that benchstat's "vs base" compares each library with it.
-	stat, err := exec.Command("go", "tool", "benchstat", "-col", "/lib@(redsync direct redlock redislock floor wire)", raw).CombinedOutput()
+	stat, err := exec.Command("go", "tool", "benchstat", "-col", "/lib@(redsync redlock redislock floor wire)", raw).CombinedOutput()
 	if err != nil {
 		log.Fatalf("benchstat: %v\n%s", err, stat)
 	}
@@ -91,8 +93,10 @@ func main() {
 		log.Fatal(err)
 	}
 	section := render(res, cpuLine(raw), cmdline)
-	if err := replaceSection(*readme, section); err != nil {
-		log.Fatal(err)
+	if *readme != "" {
+		if err := replaceSection(*readme, section); err != nil {
+			log.Fatal(err)
+		}
 	}
 	fmt.Print(section)
 }
@@ -263,25 +267,12 @@ func bn(bench, lib string, n int) string {
 
 var nodeCounts = []int{1, 3, 5, 7, 9}
 
-// ours are the two redlock Nodes measured, as lib names and column heads.
-var ours = []struct{ lib, head string }{
-	{"direct", "redlock (DirectNode)"},
-	{"redlock", "redlock (go-redis Node)"},
-}
-
-// verdict is one library's figure for one target.
-type verdict struct {
-	measured   string
-	met, known bool
-}
-
-// target is one row of the targets table: a verdict per library in ours,
-// and the wire floor's own figure where the target is one of Lock+Unlock
-// latency (what the round trips alone give on this machine).
+// target is one row of the targets table: redlock's figure (over go-redis
+// clients through NewNode) against its goal.
 type target struct {
 	what, goal string
-	v          []verdict
-	floor      string
+	measured   string
+	met, known bool
 }
 
 // ratioOf is the median per-pass ratio of a's figure to b's with the two
@@ -298,96 +289,63 @@ func ratioOf(r results, a, b, unit string) string {
 
 func targets(r results) []target {
 	var ts []target
-	// vsRedsync is a target on ours/redsync of one benchmark and unit.
-	vsRedsync := func(what, bench string, n int, unit, goal string, le bool, bound float64) {
-		t := target{what: what, goal: goal}
-		for _, o := range ours {
-			a, b := bn(bench, o.lib, n), bn(bench, "redsync", n)
-			v := verdict{measured: ratioOf(r, a, b, unit)}
-			if v.known = v.measured != ""; v.known {
-				q, _ := r.ratio(a, b, unit)
-				v.met = (le && q <= bound) || (!le && q >= bound)
-			}
-			t.v = append(t.v, v)
-		}
-		if bench == "LockUnlock" {
-			t.floor = ratioOf(r, bn(bench, "wire", n), bn(bench, "redsync", n), unit)
+	// ratio is a target on the median per-pass ratio of a's figure to b's:
+	// at most bound if le, at least bound otherwise.
+	ratio := func(what, goal, a, b, unit string, le bool, bound float64) {
+		t := target{what: what, goal: goal, measured: ratioOf(r, a, b, unit)}
+		if t.known = t.measured != ""; t.known {
+			q, _ := r.ratio(a, b, unit)
+			t.met = (le && q <= bound) || (!le && q >= bound)
 		}
 		ts = append(ts, t)
 	}
-	vsRedsync("uncontended Lock+Unlock, N=5: ÷ redsync", "LockUnlock", 5, "ns/op", "≤ 0.6×", true, 0.6)
-	vsRedsync("one master of 5 slowed by 10 ms: ÷ redsync", "SlowMaster", 5, "ns/op", "≤ 0.2×", true, 0.2)
-	vsRedsync("64 goroutines, distinct keys, N=5: locks/s ÷ redsync", "DistinctKeys", 5, "locks/s", "≥ 3×", false, 3)
-
-	t := target{what: "Lock+Unlock latency N=9 ÷ N=1", goal: "≤ 3.0×"}
-	for _, o := range ours {
-		v := verdict{measured: ratioOf(r, lu(o.lib, 9), lu(o.lib, 1), "ns/op")}
-		if v.known = v.measured != ""; v.known {
-			q, _ := r.ratio(lu(o.lib, 9), lu(o.lib, 1), "ns/op")
-			v.met = q <= 3
-		}
-		t.v = append(t.v, v)
+	for _, n := range []int{5, 9} {
+		ratio(fmt.Sprintf("uncontended Lock+Unlock, N=%d: ÷ wire floor at N=%d", n, n), "≤ 1.10×",
+			lu("redlock", n), lu("wire", n), "ns/op", true, 1.10)
 	}
-	t.floor = ratioOf(r, lu("wire", 9), lu("wire", 1), "ns/op")
-	ts = append(ts, t)
+	ratio("uncontended Lock+Unlock, N=5: ÷ redsync", "≤ 0.70×",
+		lu("redlock", 5), lu("redsync", 5), "ns/op", true, 0.70)
+	ratio("one master (N=1): Lock+Unlock ÷ floor (go-redis SET NX PX + Lua DEL)", "≤ 1.05×",
+		lu("redlock", 1), lu("floor", 1), "ns/op", true, 1.05)
+	ratio("one master (N=1): Lock+Unlock ÷ redislock", "≤ 1.00×",
+		lu("redlock", 1), lu("redislock", 1), "ns/op", true, 1.00)
+	ratio("64 goroutines, distinct keys, N=5: locks/s ÷ redsync", "≥ 7×",
+		bn("DistinctKeys", "redlock", 5), bn("DistinctKeys", "redsync", 5), "locks/s", false, 7)
 
-	// Allocations. The go-redis Node is held to the floor (what go-redis
-	// itself allocates for one master's SET NX PX and Lua DEL) × N plus 2 per
-	// node. A DirectNode has no go-redis to discount: what grows with N is
-	// all the library's, so it is held to at most 2 per added master (the
-	// allocations of N masters less those of one, per extra master), with
-	// the absolute counts shown.
-	t = target{what: "allocs per Lock+Unlock per node beyond go-redis's own (worst N)", goal: "≤ 2 per node"}
+	// Allocations: at most the floor's (what go-redis itself allocates for
+	// one master's SET NX PX and Lua DEL) × N plus 2 per master, at every N;
+	// shown as the worst N's allocations per master beyond the floor's.
+	t := target{what: "allocs per Lock+Unlock per master beyond go-redis's own (worst N)", goal: "≤ floor × N + 2 per master"}
 	floor, floorOK := r.median(lu("floor", 1), "allocs/op")
-	for _, o := range ours {
-		v := verdict{known: o.lib == "direct" || floorOK}
-		worst, worstN, all := math.Inf(-1), 0, []string{}
-		for _, n := range nodeCounts {
-			a, ok := r.median(lu(o.lib, n), "allocs/op")
-			if !ok {
-				v.known = false
-				break
-			}
-			all = append(all, fmt.Sprintf("%.0f", a))
-			per := (a - floor*float64(n)) / float64(n)
-			if o.lib == "direct" {
-				if n == 1 {
-					continue
-				}
-				one, ok := r.median(lu(o.lib, 1), "allocs/op")
-				if !ok {
-					v.known = false
-					break
-				}
-				per = (a - one) / float64(n-1)
-			}
-			if per > worst {
-				worst, worstN = per, n
-			}
+	t.known = floorOK
+	worst, worstN, all := math.Inf(-1), 0, []string{}
+	for _, n := range nodeCounts {
+		a, ok := r.median(lu("redlock", n), "allocs/op")
+		if !ok {
+			t.known = false
+			break
 		}
-		if v.known {
-			v.met = worst <= 2
-			if o.lib == "direct" {
-				v.measured = fmt.Sprintf("%+.1f per added master at N=%d (absolute: %s allocs/op at N=1…9)", worst, worstN, strings.Join(all, "/"))
-			} else {
-				v.measured = fmt.Sprintf("%+.1f per node at N=%d (%s allocs/op at N=1…9; floor %.0f per master)", worst, worstN, strings.Join(all, "/"), floor)
-			}
+		all = append(all, fmt.Sprintf("%.0f", a))
+		if per := (a - floor*float64(n)) / float64(n); per > worst {
+			worst, worstN = per, n
 		}
-		t.v = append(t.v, v)
+	}
+	if t.known {
+		t.met = worst <= 2
+		t.measured = fmt.Sprintf("%+.1f per master at N=%d (%s allocs/op at N=1…9; floor %.0f per master)", worst, worstN, strings.Join(all, "/"), floor)
 	}
 	ts = append(ts, t)
 
-	vsRedsync("8 goroutines on one key, N=5: cs/s ÷ redsync", "Contended", 5, "cs/s", "≥ 1.5×", false, 1.5)
+	ratio("one master of 5 slowed by 10 ms: Lock+Unlock ÷ redsync", "≤ 0.05×",
+		bn("SlowMaster", "redlock", 5), bn("SlowMaster", "redsync", 5), "ns/op", true, 0.05)
+	ratio("8 goroutines on one key, N=5: cs/s ÷ redsync", "≥ 2×",
+		bn("Contended", "redlock", 5), bn("Contended", "redsync", 5), "cs/s", false, 2)
 	t = target{what: "  largest share of wins of one goroutine (worst pass)", goal: "≤ 25%"}
-	for _, o := range ours {
-		vs := r.values(bn("Contended", o.lib, 5), "maxshare-%")
-		v := verdict{known: len(vs) > 0}
-		if v.known {
-			worst := slices.Max(vs)
-			v.measured = fmt.Sprintf("%.1f%% (median %.1f%%)", worst, median(vs))
-			v.met = worst <= 25
-		}
-		t.v = append(t.v, v)
+	if vs := r.values(bn("Contended", "redlock", 5), "maxshare-%"); len(vs) > 0 {
+		worst := slices.Max(vs)
+		t.known = true
+		t.measured = fmt.Sprintf("%.1f%% (median %.1f%%)", worst, median(vs))
+		t.met = worst <= 25
 	}
 	ts = append(ts, t)
 	return ts
@@ -419,35 +377,33 @@ func render(r results, cpu, cmdline string) string {
 	fmt.Fprintf(&b, "%d interleaved passes, each running every benchmark of every library once (`%s` in `bench/`), %s, %s; redis-server %s on loopback, all masters on the same 2-core machine as the client. Figures are medians over the passes; a ratio is the median of the %d per-pass ratios, each comparing figures measured within the same minute.\n\n",
 		r.passes(), cmdline, time.Now().UTC().Format("2006-01-02"), cpu, redisVersion(), r.passes())
 
-	fmt.Fprint(&b, "| target | goal |")
-	for _, o := range ours {
-		fmt.Fprintf(&b, " %s | met |", o.head)
-	}
-	fmt.Fprintln(&b, " wire floor (the round trips alone) |")
-	fmt.Fprintln(&b, "| --- | --- |"+strings.Repeat(" --- | --- |", len(ours))+" --- |")
+	fmt.Fprintln(&b, "| target | goal | redlock (go-redis Node) | met |")
+	fmt.Fprintln(&b, "| --- | --- | --- | --- |")
 	for _, t := range targets(r) {
-		fmt.Fprintf(&b, "| %s | %s |", t.what, t.goal)
-		for _, v := range t.v {
-			switch {
-			case !v.known:
-				fmt.Fprint(&b, " not measured | ? |")
-			case v.met:
-				fmt.Fprintf(&b, " %s | yes |", v.measured)
-			default:
-				fmt.Fprintf(&b, " %s | **no** |", v.measured)
-			}
+		switch {
+		case !t.known:
+			fmt.Fprintf(&b, "| %s | %s | not measured | ? |\n", t.what, t.goal)
+		case t.met:
+			fmt.Fprintf(&b, "| %s | %s | %s | yes |\n", t.what, t.goal, t.measured)
+		default:
+			fmt.Fprintf(&b, "| %s | %s | %s | **no** |\n", t.what, t.goal, t.measured)
 		}
-		fmt.Fprintf(&b, " %s |\n", t.floor)
 	}
 	var ref []string
+	if q, n := r.ratio(lu("redlock", 9), lu("redlock", 1), "ns/op"); n > 0 {
+		ref = append(ref, fmt.Sprintf("redlock's Lock+Unlock N=9 ÷ N=1 is %.2f×", q))
+	}
+	if q, n := r.ratio(lu("wire", 9), lu("wire", 1), "ns/op"); n > 0 {
+		ref = append(ref, fmt.Sprintf("the wire floor's %.2f×", q))
+	}
 	if q, n := r.ratio(lu("redsync", 9), lu("redsync", 1), "ns/op"); n > 0 {
-		ref = append(ref, fmt.Sprintf("redsync's own N=9 ÷ N=1 is %.2f×", q))
+		ref = append(ref, fmt.Sprintf("redsync's %.2f×", q))
 	}
 	if vs := r.values(bn("Contended", "redsync", 5), "maxshare-%"); len(vs) > 0 {
-		ref = append(ref, fmt.Sprintf("its largest share of wins %.1f%% (median %.1f%%)", slices.Max(vs), median(vs)))
+		ref = append(ref, fmt.Sprintf("redsync's largest share of wins on one key %.1f%% (median %.1f%%)", slices.Max(vs), median(vs)))
 	}
 	if len(ref) > 0 {
-		fmt.Fprintf(&b, "\nFor reference, %s.\n", strings.Join(ref, ", "))
+		fmt.Fprintf(&b, "\nFor reference, %s.\n", strings.Join(ref, "; "))
 	}
 
 	cell := func(name, unit string) string {
@@ -472,18 +428,18 @@ func render(r results, cpu, cmdline string) string {
 	}
 
 	fmt.Fprintln(&b)
-	fmt.Fprintln(&b, "Uncontended Lock+Unlock, median per op (÷ redsync: median of the per-pass ratios):")
+	fmt.Fprintln(&b, "Uncontended Lock+Unlock, median per op (redlock over go-redis clients through NewNode; each ratio the median of the per-pass ratios):")
 	fmt.Fprintln(&b)
-	fmt.Fprintln(&b, "| nodes | DirectNode | allocs | go-redis Node | allocs | redsync | allocs | DirectNode ÷ redsync | go-redis Node ÷ redsync | redislock | floor (go-redis SET NX PX + Lua DEL) | wire floor |")
-	fmt.Fprintln(&b, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	fmt.Fprintln(&b, "| nodes | redlock | allocs | redsync | allocs | redlock ÷ redsync | redislock | floor (go-redis SET NX PX + Lua DEL) | allocs | wire floor | redlock ÷ wire floor |")
+	fmt.Fprintln(&b, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, n := range nodeCounts {
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n,
-			cell(lu("direct", n), "ns/op"), cell(lu("direct", n), "allocs/op"),
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n,
 			cell(lu("redlock", n), "ns/op"), cell(lu("redlock", n), "allocs/op"),
 			cell(lu("redsync", n), "ns/op"), cell(lu("redsync", n), "allocs/op"),
-			ratioCell(lu("direct", n), lu("redsync", n), "ns/op"),
 			ratioCell(lu("redlock", n), lu("redsync", n), "ns/op"),
-			cell(lu("redislock", n), "ns/op"), cell(lu("floor", n), "ns/op"), cell(lu("wire", n), "ns/op"))
+			cell(lu("redislock", n), "ns/op"),
+			cell(lu("floor", n), "ns/op"), cell(lu("floor", n), "allocs/op"),
+			cell(lu("wire", n), "ns/op"), ratioCell(lu("redlock", n), lu("wire", n), "ns/op"))
 	}
 	fmt.Fprintln(&b)
 	fmt.Fprintln(&b, "![Lock+Unlock latency against node count](bench/results/latency.png)")
@@ -491,8 +447,8 @@ func render(r results, cpu, cmdline string) string {
 
 	fmt.Fprintln(&b, "The other benchmarks, medians (redsync over the same masters; redislock on one master):")
 	fmt.Fprintln(&b)
-	fmt.Fprintln(&b, "| benchmark | DirectNode | go-redis Node | redsync | redislock (N=1) |")
-	fmt.Fprintln(&b, "| --- | --- | --- | --- | --- |")
+	fmt.Fprintln(&b, "| benchmark | redlock | redsync | redislock (N=1) |")
+	fmt.Fprintln(&b, "| --- | --- | --- | --- |")
 	others := []struct {
 		what, bench string
 		n           int
@@ -512,8 +468,8 @@ func render(r results, cpu, cmdline string) string {
 		if o.unit != "ns/op" {
 			u = " (" + o.unit + ")"
 		}
-		fmt.Fprintf(&b, "| %s%s | %s | %s | %s | %s |\n", o.what, u,
-			cell(bn(o.bench, "direct", o.n), o.unit), cell(bn(o.bench, "redlock", o.n), o.unit),
+		fmt.Fprintf(&b, "| %s%s | %s | %s | %s |\n", o.what, u,
+			cell(bn(o.bench, "redlock", o.n), o.unit),
 			cell(bn(o.bench, "redsync", o.n), o.unit), cell(bn(o.bench, "redislock", 1), o.unit))
 	}
 	fmt.Fprintln(&b)
@@ -570,12 +526,11 @@ func plotLatency(r results, base string) error {
 		dashes     []vg.Length
 		dx         float64 // x offset, so that the error bars do not overlap
 	}{
-		{"direct", "redlock (DirectNode)", color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 255}, draw.CircleGlyph{}, nil, -0.12},
-		{"redlock", "redlock (go-redis Node)", color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 255}, draw.RingGlyph{}, []vg.Length{vg.Points(5), vg.Points(3)}, -0.04},
-		{"redsync", "go-redsync/redsync v4", color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 255}, draw.SquareGlyph{}, nil, 0.04},
-		{"redislock", "bsm/redislock (1 master)", color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 255}, draw.TriangleGlyph{}, nil, 0.12},
-		{"floor", "floor: go-redis SET NX + Lua DEL", color.RGBA{A: 255}, draw.CrossGlyph{}, nil, 0.2},
-		{"wire", "wire floor: the round trips alone", color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 255}, draw.PlusGlyph{}, []vg.Length{vg.Points(2), vg.Points(2)}, 0.2},
+		{"redlock", "redlock (go-redis Node)", color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 255}, draw.CircleGlyph{}, nil, -0.1},
+		{"redsync", "go-redsync/redsync v4", color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 255}, draw.SquareGlyph{}, nil, 0},
+		{"wire", "wire floor: the round trips alone", color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 255}, draw.PlusGlyph{}, []vg.Length{vg.Points(2), vg.Points(2)}, 0.1},
+		{"redislock", "bsm/redislock (1 master)", color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 255}, draw.TriangleGlyph{}, nil, 0.2},
+		{"floor", "floor: go-redis SET NX + Lua DEL", color.RGBA{A: 255}, draw.CrossGlyph{}, nil, 0.3},
 	}
 	for _, s := range series {
 		var pts plotter.XYs

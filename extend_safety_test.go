@@ -1,0 +1,198 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// extendFault wraps a master: each extend is applied on the master (it
+// lands), and then its caller is told something else, as happens when a
+// reply is lost or late.
+type extendFault struct {
+	Node
+	mode string // "late": the reply is held back until ctx ends; "slow": for 200 ms; "fail": an error instead of the reply
+}
+
+var errReplyLost = errors.New("reply lost")
+
+func (f *extendFault) Exec(ctx context.Context, reqs []*Request) {
+	for _, q := range reqs {
+		f.Node.Exec(context.WithoutCancel(ctx), []*Request{q})
+		if q.Op != OpExtend {
+			continue
+		}
+		switch f.mode {
+		case "late":
+			<-ctx.Done()
+			q.OK, q.Err = false, ctx.Err()
+		case "slow":
+			select {
+			case <-time.After(200 * time.Millisecond):
+			case <-ctx.Done():
+				q.OK, q.Err = false, ctx.Err()
+			}
+		case "fail":
+			q.OK, q.Err = false, errReplyLost
+		}
+	}
+}
+
+// TestExtendUnknownOutcome: an Extend to a shorter TTL whose outcome is
+// unknown (the caller gave up, no quorum answered, the quorum came too late)
+// may still have landed on the masters, so the keys may expire at the new
+// TTL. Until must then be no later than the new TTL allows: another client
+// can take the lock once the keys expired, and the first holder must know
+// by then that its lock is over.
+func TestExtendUnknownOutcome(t *testing.T) {
+	const longTTL, shortTTL = 30 * time.Second, 300 * time.Millisecond
+	for _, tc := range []struct {
+		name   string
+		faults string // per master: "" passes through, else the extendFault mode
+		ctx    func() (context.Context, context.CancelFunc)
+		opts   []Option
+	}{
+		{"cancelled before", "", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			return ctx, cancel
+		}, nil},
+		{"cancelled in flight", "late,late,late", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 50*time.Millisecond)
+		}, nil},
+		{"no quorum", "fail,fail,", func() (context.Context, context.CancelFunc) {
+			return context.WithCancel(context.Background())
+		}, nil},
+		// The quorum answers after 200 ms of a 300 ms TTL: less than the
+		// minimum validity (150 ms) is left.
+		{"quorum too late", "slow,slow,slow", func() (context.Context, context.CancelFunc) {
+			return context.WithCancel(context.Background())
+		}, []Option{WithMinValidity(150 * time.Millisecond)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := clients(t, masters.Addrs()[:3])
+			nodes := nodesOf(t, cs)
+			faults := make([]string, 3)
+			for i, m := range splitComma(tc.faults, 3) {
+				faults[i] = m
+				if m != "" {
+					nodes[i] = &extendFault{Node: nodes[i], mode: m}
+				}
+			}
+			r := newRedlock(t, nodes)
+			other := newRedlock(t, nodesOf(t, cs))
+			key := testKey(t)
+			l, err := r.TryLock(context.Background(), key, append([]Option{WithTTL(longTTL), WithNodeTimeout(time.Second)}, tc.opts...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := tc.ctx()
+			err = l.Extend(ctx, shortTTL)
+			cancel()
+			if err == nil && tc.name != "cancelled before" {
+				t.Fatalf("Extend succeeded; the test needs an unknown outcome")
+			}
+			// Another client takes the lock as soon as the masters let it.
+			var got *Lock
+			deadline := time.Now().Add(3 * time.Second)
+			for got == nil && time.Now().Before(deadline) {
+				if got, _ = other.TryLock(context.Background(), key, WithTTL(longTTL)); got == nil {
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			at := time.Now()
+			if got == nil {
+				// The masters still hold the long TTL: safe, and Until may stay.
+				return
+			}
+			defer got.Unlock(context.Background())
+			if until := l.Until(); until.After(at) {
+				t.Fatalf("Extend(%v) failed (%v), another client took the lock, and the first holder's Until is still %v ahead: two holders",
+					shortTTL, err, until.Sub(at).Round(time.Millisecond))
+			}
+		})
+	}
+}
+
+// splitComma splits s at commas into n fields ("" when missing).
+func splitComma(s string, n int) []string {
+	out := make([]string, n)
+	i := 0
+	for _, c := range s {
+		if c == ',' {
+			i++
+			continue
+		}
+		if i < n {
+			out[i] += string(c)
+		}
+	}
+	return out
+}
+
+// TestExtendTruncatesTTL: the masters keep whole milliseconds, and so must
+// TTL and Until after an Extend.
+func TestExtendTruncatesTTL(t *testing.T) {
+	r := newRedlock(t, nodesOf(t, clients(t, masters.Addrs()[:3])))
+	ctx := context.Background()
+	l, err := r.TryLock(ctx, testKey(t), WithTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+	const asked = 1500*time.Millisecond + 700*time.Microsecond
+	before := time.Now()
+	if err := l.Extend(ctx, asked); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	if got := l.TTL(); got != asked.Truncate(time.Millisecond) {
+		t.Errorf("TTL after Extend(%v) = %v, want %v", asked, got, asked.Truncate(time.Millisecond))
+	}
+	drift := time.Duration(float64(1500*time.Millisecond)*DefaultDriftFactor) + driftFloor
+	if until, most := l.Until(), after.Add(1500*time.Millisecond-drift); until.After(most) {
+		t.Errorf("Until %v after the Extend returned, more than the truncated TTL less drift allows (%v)",
+			until.Sub(before), most.Sub(before))
+	}
+}
+
+// TestDoneNotDelayedByExtend: an Extend still waiting for its masters when
+// the lock's validity ends must not hold back Done: the lock is over at
+// Until unless the extend reached a quorum before it.
+func TestDoneNotDelayedByExtend(t *testing.T) {
+	cs := clients(t, masters.Addrs()[:3])
+	nodes := nodesOf(t, cs)
+	slow := make([]*faultNode, len(nodes))
+	for i := range nodes {
+		slow[i] = wrap(nodes[i])
+		nodes[i] = slow[i]
+	}
+	const ttl = time.Second
+	r := newRedlock(t, nodes, WithNodeTimeout(900*time.Millisecond))
+	ctx := context.Background()
+	l, err := r.TryLock(ctx, testKey(t), WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := l.Done()
+	until := l.Until()
+	for _, f := range slow {
+		f.extendDelay.Store(int64(5 * time.Second))
+	}
+	time.Sleep(time.Until(until.Add(-100 * time.Millisecond)))
+	extended := make(chan error, 1)
+	go func() { extended <- l.Extend(ctx, ttl) }()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		t.Fatal("Done not closed 3s after Until")
+	}
+	if late := time.Since(until); late > 300*time.Millisecond {
+		t.Errorf("Done closed %v after Until; an Extend in flight held it back", late.Round(time.Millisecond))
+	}
+	if err := <-extended; err == nil {
+		t.Error("Extend that reached no master succeeded")
+	}
+	l.Unlock(ctx)
+}

@@ -1,0 +1,106 @@
+package redlock
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// maxBatch is the most requests one Exec call carries; more queued at once
+// go in the next batch.
+const maxBatch = 1024
+
+// lane is the one way requests reach a master: a first-in first-out queue.
+// Callers push requests and never wait on the lane; one runner goroutine,
+// started when requests arrive and ended when none are left, takes what has
+// queued, passes it to the Node's Exec as one batch, hands each reply back
+// to its phase, and repeats. So a request reaches its master only after every
+// request queued before it has returned or timed out — a release (or
+// rollback, extend, renewal) never overtakes the acquire before it — and
+// that is the only place this ordering is kept.
+//
+// A request whose phase's deadline passed before its batch went out is not
+// sent: its reply is the deadline's error. No goroutine outlives the
+// requests.
+type lane struct {
+	node Node
+	run  func() // l.drain, made once so that starting the runner allocates nothing
+
+	mu      sync.Mutex // guards queue, spare and running
+	queue   []*call
+	spare   []*call // the previous batch's slice, for reuse
+	running bool    // a runner goroutine is draining the queue
+
+	reqs []*Request // the batch being sent; the runner's alone
+}
+
+func newLane(n Node) *lane {
+	l := &lane{node: n}
+	l.run = l.drain
+	return l
+}
+
+// push queues c and starts the runner if none runs.
+func (l *lane) push(c *call) {
+	l.mu.Lock()
+	l.queue = append(l.queue, c)
+	start := !l.running
+	l.running = true
+	l.mu.Unlock()
+	if start {
+		go l.run()
+	}
+}
+
+// drain sends batches until the queue is empty.
+func (l *lane) drain() {
+	for {
+		l.mu.Lock()
+		batch := l.queue
+		if len(batch) == 0 {
+			l.running = false
+			l.mu.Unlock()
+			return
+		}
+		if len(batch) > maxBatch {
+			l.queue = append(l.spare[:0], batch[maxBatch:]...)
+			batch = batch[:maxBatch]
+		} else {
+			l.queue = l.spare[:0]
+		}
+		l.spare = nil
+		l.mu.Unlock()
+
+		l.send(batch)
+		for i, c := range batch {
+			batch[i] = nil
+			c.p.deliver(c)
+		}
+		l.mu.Lock()
+		l.spare = batch[:0]
+		l.mu.Unlock()
+	}
+}
+
+// send runs the live requests of batch in one Exec, under the context of the
+// phase with the latest deadline (its values, for tracing hooks, stand for
+// the batch's).
+func (l *lane) send(batch []*call) {
+	l.reqs = l.reqs[:0]
+	var ctx context.Context
+	var latest time.Time
+	for _, c := range batch {
+		if err := c.p.ctx.Err(); err != nil {
+			c.Err = err
+			continue
+		}
+		l.reqs = append(l.reqs, &c.Request)
+		if d, _ := c.p.ctx.Deadline(); ctx == nil || d.After(latest) {
+			ctx, latest = c.p.ctx, d
+		}
+	}
+	if len(l.reqs) > 0 {
+		l.node.Exec(ctx, l.reqs)
+	}
+	clear(l.reqs)
+}
