@@ -159,15 +159,16 @@ func WithFencing() Option {
 
 // WithAutoExtend makes the Redlock renew the lock in the background while it
 // is held: at about a third of its TTL, and again after a short pause when a
-// renewal fails (TTL/30, kept within the [WithBackoff] bounds), until Unlock. Each renewal needs a quorum within the lock's
-// current validity, like [Lock.Extend]; when renewals keep failing until the
-// validity is nearly spent, or the masters no longer hold the lock's value,
-// the lock is lost: [Lock.Done] closes and [Lock.Context] is cancelled with a
-// cause wrapping [ErrLockLost]. Default: off ([Redlock.Do] always turns it
-// on).
+// renewal fails (TTL/30, kept within the [WithBackoff] bounds), until
+// Unlock. Each renewal needs a quorum within the lock's current validity,
+// like [Lock.Extend]; when renewals keep failing until the validity is
+// nearly spent, or the masters no longer hold the lock's value, the lock is
+// lost: [Lock.Done] closes and [Lock.Context] is cancelled with a cause
+// wrapping [ErrLockLost], by [Lock.Until] whatever the masters and the
+// clients do. Default: off ([Redlock.Do] always turns it on).
 //
-// One scheduler per Redlock renews all its locks, with the renewals due
-// together sent to each master in one pipeline (see [BatchExtender]), so
+// One scheduler per Redlock renews all its locks, the renewals due together
+// in one round through each master's lane (one pipeline per master), so
 // holding many auto-extended locks costs no goroutine per lock.
 func WithAutoExtend() Option {
 	return func(c *config) { c.autoExtend = true }

@@ -388,7 +388,7 @@ func TestNodeTimeoutHoldsWithoutContextDeadlines(t *testing.T) {
 }
 
 // TestStragglerThroughPipelinedNode: the production path (NewNode's
-// batchers, no fault-injecting wrapper) with one master behind a proxy that
+// pipelines through the lanes, no fault-injecting wrapper) with one master behind a proxy that
 // delays every request by 20 ms, so its SET is still in flight when Unlock
 // queues the release: no master may hold the key afterwards, and a
 // contender's failed attempt against the held key leaves nothing behind.

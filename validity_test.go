@@ -46,6 +46,18 @@ func jumpRedlock(t *testing.T, c *jumpClock, hook func(*Request), opts ...Option
 	return r
 }
 
+// held takes a lock on a fresh key with opts; it is unlocked when the test
+// ends.
+func held(t *testing.T, r *Redlock, opts ...Option) *Lock {
+	t.Helper()
+	l, err := r.TryLock(context.Background(), testKey(t), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Unlock(context.Background()) })
+	return l
+}
+
 func drift(ttl time.Duration) time.Duration {
 	return time.Duration(float64(ttl)*DefaultDriftFactor) + driftFloor
 }
@@ -97,11 +109,7 @@ func TestExtendUntilFromItsStart(t *testing.T) {
 	var sent sendTime
 	r := jumpRedlock(t, c, sent.hook(c, OpExtend, 3*time.Second), WithTTL(ttl))
 	ctx := context.Background()
-	l, err := r.TryLock(ctx, testKey(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Unlock(ctx)
+	l := held(t, r)
 	before := c.Now()
 	if err := l.Extend(ctx, ttl); err != nil {
 		t.Fatal(err)
@@ -120,14 +128,9 @@ func TestExtendMinimumValidity(t *testing.T) {
 	var sent sendTime
 	// 5.5 s of a 10 s TTL pass during the extend: 4.4 s left, under 5 s.
 	r := jumpRedlock(t, c, sent.hook(c, OpExtend, 5500*time.Millisecond), WithTTL(ttl), WithMinValidity(5*time.Second))
-	ctx := context.Background()
-	l, err := r.TryLock(ctx, testKey(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Unlock(ctx)
+	l := held(t, r)
 	until := l.Until()
-	err = l.Extend(ctx, ttl)
+	err := l.Extend(context.Background(), ttl)
 	var qe *QuorumError
 	if !errors.As(err, &qe) || !qe.Late || qe.Succeeded < qe.Quorum {
 		t.Fatalf("Extend: %v, want a late QuorumError after a quorum extended", err)
@@ -144,12 +147,7 @@ func TestRenewalUntilFromItsStart(t *testing.T) {
 	c := &jumpClock{}
 	var sent sendTime
 	r := jumpRedlock(t, c, sent.hook(c, OpExtend, 200*time.Millisecond), WithTTL(ttl))
-	ctx := context.Background()
-	l, err := r.Lock(ctx, testKey(t), WithAutoExtend())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Unlock(ctx)
+	l := held(t, r, WithAutoExtend())
 	first := l.Until()
 	deadline := time.Now().Add(2 * time.Second)
 	for l.Until().Equal(first) && time.Now().Before(deadline) {
@@ -177,12 +175,7 @@ func TestRenewalMinimumValidity(t *testing.T) {
 	// before Until.
 	r := jumpRedlock(t, c, sent.hook(c, OpExtend, 1800*time.Millisecond),
 		WithTTL(ttl), WithMinValidity(1500*time.Millisecond), WithNodeTimeout(100*time.Millisecond))
-	ctx := context.Background()
-	l, err := r.Lock(ctx, testKey(t), WithAutoExtend())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Unlock(ctx)
+	l := held(t, r, WithAutoExtend())
 	select {
 	case <-l.Done():
 	case <-time.After(3 * time.Second):
