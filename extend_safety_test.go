@@ -196,3 +196,22 @@ func TestDoneNotDelayedByExtend(t *testing.T) {
 	}
 	l.Unlock(ctx)
 }
+
+// TestExtendReturnsByUntil: an Extend whose masters do not answer returns
+// by Until, however long the node timeout: a quorum after that is of no use.
+func TestExtendReturnsByUntil(t *testing.T) {
+	nodes := nodesOf(t, clients(t, masters.Addrs()[:3]))
+	for _, f := range wrapAll(nodes) {
+		f.extendDelay.Store(int64(5 * time.Second))
+	}
+	r := newRedlock(t, nodes, WithNodeTimeout(2*time.Second))
+	l := held(t, r, WithTTL(time.Second))
+	until := l.Until()
+	time.Sleep(time.Until(until.Add(-300 * time.Millisecond)))
+	if err := l.Extend(context.Background(), time.Second); err == nil {
+		t.Fatal("Extend succeeded with no master answering")
+	}
+	if late := time.Since(until); late > 150*time.Millisecond {
+		t.Fatalf("Extend returned %v after Until", late.Round(time.Millisecond))
+	}
+}

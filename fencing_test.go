@@ -309,3 +309,59 @@ func TestFenceCounterChangedByHand(t *testing.T) {
 		t.Fatalf("counter written back as %d, want %d", got, uint64(top+1))
 	}
 }
+
+// wrapReplies wraps the first n nodes: fn runs after each request went
+// through the real master, to change what the Redlock is told.
+func wrapReplies(nodes []Node, n int, fn func(q *Request)) {
+	for i := range n {
+		inner := nodes[i]
+		nodes[i] = NodeFunc(inner.Name(), func(ctx context.Context, q *Request) {
+			inner.Exec(ctx, []*Request{q})
+			fn(q)
+		})
+	}
+}
+
+// TestFenceRound2NeedsQuorum: a token confirmed by fewer than a quorum is
+// never handed out; the acquire fails and is rolled back.
+func TestFenceRound2NeedsQuorum(t *testing.T) {
+	cs := clients(t, masters.Addrs()[:3])
+	nodes := nodesOf(t, cs)
+	wrapReplies(nodes, 2, func(q *Request) {
+		if q.Op == OpRaiseFence {
+			q.OK = false // the key was gone there
+		}
+	})
+	r := newRedlock(t, nodes, WithFencing())
+	key := testKey(t)
+	l, err := r.TryLock(context.Background(), key)
+	if err == nil {
+		t.Fatalf("fenced acquire succeeded with token %d although 2 of 3 refused round 2", l.Fence())
+	}
+	var qe *QuorumError
+	if !errors.Is(err, ErrNotObtained) || !errors.As(err, &qe) || qe.Op != opFence || qe.Refused != 2 {
+		t.Fatalf("err %v: want a fence QuorumError with 2 refusals", err)
+	}
+	settle(r)
+	if vs := holders(t, cs, key); count(vs, "") != len(vs) {
+		t.Fatalf("not rolled back: masters hold %q", vs)
+	}
+}
+
+// TestFenceZeroTokenFails: a Node that reports a fenced acquire as done
+// without a usable token counts as failed (ErrBadReply), never as a success.
+func TestFenceZeroTokenFails(t *testing.T) {
+	for _, bad := range []uint64{0, 1<<53 + 1} {
+		nodes := nodesOf(t, clients(t, masters.Addrs()[:3]))
+		wrapReplies(nodes, 2, func(q *Request) {
+			if q.Op == OpAcquireFenced && q.OK {
+				q.Fence = bad
+			}
+		})
+		r := newRedlock(t, nodes, WithFencing())
+		_, err := r.TryLock(context.Background(), testKey(t))
+		if !errors.Is(err, ErrNotObtained) || !errors.Is(err, ErrBadReply) {
+			t.Fatalf("token %d from 2 of 3 masters: err %v, want ErrNotObtained with ErrBadReply", bad, err)
+		}
+	}
+}

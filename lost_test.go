@@ -94,3 +94,24 @@ func TestLostSignalWithDefaultClient(t *testing.T) {
 		})
 	}
 }
+
+// TestLostByUntilWithLongNodeTimeout: a renewal round ends at its locks'
+// Until even when the node timeout is longer, so the loss is known by then.
+func TestLostByUntilWithLongNodeTimeout(t *testing.T) {
+	nodes := nodesOf(t, clients(t, masters.Addrs()[:3]))
+	fs := wrapAll(nodes)
+	r := newRedlock(t, nodes, WithNodeTimeout(2*time.Second))
+	l := held(t, r, WithTTL(time.Second), WithAutoExtend())
+	for _, f := range fs {
+		f.extendDelay.Store(int64(5 * time.Second))
+	}
+	until := l.Until()
+	select {
+	case <-l.Done():
+	case <-time.After(4 * time.Second):
+		t.Fatal("lock not lost 4s after its renewals stopped answering")
+	}
+	if late := time.Since(until); late > 100*time.Millisecond {
+		t.Fatalf("loss signalled %v after Until", late.Round(time.Millisecond))
+	}
+}

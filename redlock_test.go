@@ -430,3 +430,38 @@ func TestStragglerThroughPipelinedNode(t *testing.T) {
 		}
 	}
 }
+
+// TestReleaseAfterAcquireOutlivesDeadline: a master whose client ignores
+// context deadlines (go-redis without ContextTimeoutEnabled) keeps its lane
+// busy past the acquire's deadline; the release queued behind it gets its
+// own node timeout from when the acquire's deadline passed, so it is still
+// sent and no key stays behind.
+func TestReleaseAfterAcquireOutlivesDeadline(t *testing.T) {
+	px, err := faultproxy.New(masters.Addrs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { px.Close() })
+	addrs := masters.Addrs()
+	addrs[0] = px.Addr()
+	cs := clients(t, addrs)
+	cs[0].Options().ContextTimeoutEnabled = false
+	if err := cs[0].Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	px.SetLatency(300 * time.Millisecond)
+	r := newRedlock(t, nodesOf(t, cs), WithNodeTimeout(200*time.Millisecond))
+	key := testKey(t)
+	l, err := r.TryLock(context.Background(), key, WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	settle(r)
+	time.Sleep(100 * time.Millisecond)
+	if vs := holders(t, clients(t, masters.Addrs()), key); count(vs, "") != len(vs) {
+		t.Fatalf("after Unlock masters hold %q", vs)
+	}
+}

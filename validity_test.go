@@ -213,3 +213,18 @@ func TestRefusedMajorityFailsAtOnce(t *testing.T) {
 		t.Fatal("3 of 5 masters refused and TryLock still waits for the other two")
 	}
 }
+
+// TestExtendAfterUntil: an Extend whose quorum came after the lock's
+// validity ended fails with ErrNotHeld and leaves Until alone.
+func TestExtendAfterUntil(t *testing.T) {
+	c := &jumpClock{}
+	r := jumpRedlock(t, c, jumpOnce(c, OpExtend, 2*time.Second))
+	l := held(t, r, WithTTL(time.Second))
+	until := l.Until()
+	if err := l.Extend(context.Background(), 10*time.Second); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Extend whose quorum came 1s after Until: %v, want ErrNotHeld", err)
+	}
+	if u := l.Until(); u.After(until) {
+		t.Fatalf("Until moved by %v", u.Sub(until))
+	}
+}
