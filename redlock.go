@@ -10,6 +10,13 @@
 // ([Lock.Until]). A failed attempt is rolled back on every master, including
 // those that timed out, before Lock retries.
 //
+// Each master is a [Node]; [NewNode] wraps a go-redis client. Every request
+// to a master — acquire, extend, renewal, release, rollback — goes through
+// that master's first-in first-out lane, so a release never overtakes the
+// acquire before it, and the requests that queued while a batch was in
+// flight go out together as the next pipeline. docs/internals.md in the
+// repository says where each guarantee is held.
+//
 // For work that may outlast the TTL, [Redlock.Do] (or [WithAutoExtend])
 // renews the lock in the background, and [Lock.Done] and [Lock.Context] say
 // when it was lost ([ErrLockLost]): stop then, another client may hold it.
