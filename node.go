@@ -193,44 +193,62 @@ func clientName(c any) string {
 func (n *redisNode) Name() string { return n.name }
 
 // Exec sends reqs as one pipeline (a single request as a plain command) and
-// reads each reply strictly (reply.go).
+// reads each reply strictly (reply.go). A request of an unknown Op is not
+// sent: its Err says so.
 func (n *redisNode) Exec(ctx context.Context, reqs []*Request) {
 	if len(reqs) == 1 {
-		cmd := command(ctx, reqs[0])
-		_ = n.c.Process(ctx, cmd)
-		readReply(reqs[0], cmd)
+		if cmd := command(ctx, reqs[0]); cmd != nil {
+			_ = n.c.Process(ctx, cmd)
+			readReply(reqs[0], cmd)
+		}
 		return
 	}
 	cmds := make([]redis.Cmder, len(reqs))
 	pipe := n.c.Pipeline()
 	for i, q := range reqs {
-		cmds[i] = command(ctx, q)
-		_ = pipe.Process(ctx, cmds[i])
+		if cmds[i] = command(ctx, q); cmds[i] != nil {
+			_ = pipe.Process(ctx, cmds[i])
+		}
 	}
 	_, _ = pipe.Exec(ctx) // each command holds its own reply or error
 	for i, q := range reqs {
-		readReply(q, cmds[i])
+		if cmds[i] != nil {
+			readReply(q, cmds[i])
+		}
 	}
 }
 
-// command is the Redis command of q.
+// command is the Redis command of q, or nil (and q.Err set) for an unknown
+// Op. It uses the arguments a phase boxed once for every master only while
+// they still hold q's fields: a wrapping Node may have changed the request.
 func command(ctx context.Context, q *Request) redis.Cmder {
-	q.boxArgs() // a no-op for the requests of a phase
+	key, value := boxed(q.key, q.Key), boxed(q.value, q.Value)
+	ms := q.ms
+	if m, ok := ms.(int64); !ok || m != q.TTL.Milliseconds() {
+		ms = q.TTL.Milliseconds()
+	}
 	switch q.Op {
 	case OpAcquire:
-		return redis.NewStatusCmd(ctx, "set", q.key, q.value, "px", q.ms, "nx")
+		return redis.NewStatusCmd(ctx, "set", key, value, "px", ms, "nx")
 	case OpAcquireFenced:
-		return redis.NewCmd(ctx, "eval", acquireFencedSrc, 2, q.key, FenceKey(q.Key), q.value, q.ms)
+		return redis.NewCmd(ctx, "eval", acquireFencedSrc, 2, key, FenceKey(q.Key), value, ms)
 	case OpRaiseFence:
-		return redis.NewCmd(ctx, "eval", raiseFenceSrc, 2, q.key, FenceKey(q.Key), q.value, q.Token)
+		return redis.NewCmd(ctx, "eval", raiseFenceSrc, 2, key, FenceKey(q.Key), value, q.Token)
 	case OpExtend:
-		return redis.NewCmd(ctx, "eval", extendSrc, 1, q.key, q.value, q.ms)
+		return redis.NewCmd(ctx, "eval", extendSrc, 1, key, value, ms)
 	case OpRelease:
-		return redis.NewCmd(ctx, "eval", releaseSrc, 1, q.key, q.value)
+		return redis.NewCmd(ctx, "eval", releaseSrc, 1, key, value)
 	}
-	cmd := redis.NewCmd(ctx)
-	cmd.SetErr(fmt.Errorf("redlock: unknown request %v", q.Op))
-	return cmd
+	q.OK, q.Fence, q.Err = false, 0, fmt.Errorf("redlock: unknown request %v: not sent", q.Op)
+	return nil
+}
+
+// boxed returns b when it holds s, else s as a new interface value.
+func boxed(b any, s string) any {
+	if v, ok := b.(string); ok && v == s {
+		return b
+	}
+	return s
 }
 
 // readReply fills in q's reply from cmd's.

@@ -260,8 +260,8 @@ func (l *Lock) confirmFence(ctx context.Context, token uint64) error {
 	return nil
 }
 
-// late is the error of a phase of l that reached its quorum with no more
-// than the minimum validity left.
+// late is the error of a phase of l that could not start, or whose quorum
+// came, with no more than the minimum validity left.
 func (l *Lock) late(op string) error {
 	return &QuorumError{Op: op, Key: l.key, Nodes: len(l.r.nodes), Quorum: l.r.quorum,
 		Late: true, Validity: l.until.Sub(l.r.clock.Now())}
@@ -273,10 +273,19 @@ func (l *Lock) late(op string) error {
 // on r.clock (the zero Time: no bound). It reports false when by has passed.
 // It becomes the lock's last deadline.
 func (l *Lock) nextDeadline(by time.Time) (time.Time, bool) {
-	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	d := later(now, l.last).Add(l.cfg.nodeTimeout)
+	d, ok := l.deadlineLocked(time.Now(), by, l.cfg.nodeTimeout)
+	if ok {
+		l.last = later(l.last, d)
+	}
+	return d, ok
+}
+
+// deadlineLocked is nextDeadline's rule for a phase starting at now (on the
+// real clock) with nodeTimeout, without recording it (l.mu held).
+func (l *Lock) deadlineLocked(now, by time.Time, nodeTimeout time.Duration) (time.Time, bool) {
+	d := later(now, l.last).Add(nodeTimeout)
 	if !by.IsZero() {
 		left := by.Sub(l.r.clock.Now())
 		if left <= 0 {
@@ -284,7 +293,6 @@ func (l *Lock) nextDeadline(by time.Time) (time.Time, bool) {
 		}
 		d = earlier(d, now.Add(left)) // by, on the real clock
 	}
-	l.last = later(l.last, d)
 	return d, true
 }
 

@@ -255,14 +255,16 @@ func (s *scheduler) renew(rd *round) {
 		l.mu.Lock()
 		switch {
 		case l.released || l.end != nil:
-		case !start.Before(l.until):
-			l.endLocked(lost(l.key, errExpired))
 		default:
 			cfg := l.cfgLocked()
+			end, ok := l.deadlineLocked(now, l.until, cfg.nodeTimeout)
+			if !ok {
+				l.endLocked(lost(l.key, errExpired))
+				break
+			}
 			reqs = append(reqs, l.request(OpExtend, cfg.ttl, 0))
 			sent = append(sent, l)
 			cfgs = append(cfgs, cfg)
-			end := earlier(later(now, l.last).Add(cfg.nodeTimeout), now.Add(l.until.Sub(start)))
 			if deadline.IsZero() || end.Before(deadline) {
 				deadline = end
 			}
