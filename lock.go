@@ -16,6 +16,7 @@ type Lock struct {
 	key   string
 	value string
 	token uint64
+	owner string // WithOwner; "": a plain lock
 	cfg   config // the acquiring call's resolved options
 
 	// key and value boxed once for all the lock's requests (see Request.boxArgs)
@@ -58,6 +59,15 @@ func (l *Lock) Value() string {
 		return ""
 	}
 	return l.value
+}
+
+// Owner returns the owner the lock was taken as ([WithOwner]), or "" for a
+// plain lock.
+func (l *Lock) Owner() string {
+	if l == nil {
+		return ""
+	}
+	return l.owner
 }
 
 // Fence returns the fencing token: a number that strictly increases from one
@@ -244,7 +254,7 @@ func (l *Lock) extendedLocked(t *tally, ctxErr error, cfg *config, start time.Ti
 
 // request is a request of op for l's key and value.
 func (l *Lock) request(op Op, ttl time.Duration, token uint64) Request {
-	return Request{Op: op, Key: l.key, Value: l.value, TTL: ttl, Token: token, key: l.boxedKey, value: l.boxedValue}
+	return Request{Op: op, Key: l.key, Value: l.value, TTL: ttl, Token: token, Owner: l.owner, key: l.boxedKey, value: l.boxedValue}
 }
 
 // cfgLocked is the lock's configuration for its current TTL (l.mu held).

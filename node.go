@@ -85,6 +85,12 @@ type Request struct {
 	Value string
 	TTL   time.Duration // OpAcquire, OpAcquireFenced, OpExtend: whole milliseconds
 	Token uint64        // OpRaiseFence
+	// Owner, when not empty, makes the request a step of an owned hold
+	// ([WithOwner]): Key is then a hash of the owner's holds, each named by
+	// its Value, and the request adds, extends, confirms or drops this hold
+	// alone. Only OpAcquire and OpAcquireFenced (entering) read Owner's
+	// value; the others only need it set.
+	Owner string
 
 	OK    bool
 	Fence uint64 // OpAcquireFenced: the fence counter when OK
@@ -127,11 +133,14 @@ var (
 	acquireFencedLua string
 	//go:embed lua/raise_fence.lua
 	raiseFenceLua string
+	//go:embed lua/hold.lua
+	holdLua string
 
 	releaseSrc       any = script(releaseLua)
 	extendSrc        any = script(extendLua)
 	acquireFencedSrc any = script(acquireFencedLua)
 	raiseFenceSrc    any = script(raiseFenceLua)
+	holdSrc          any = script(holdLua)
 )
 
 // script returns a Lua file's code without its comment lines, boxed once.
@@ -227,6 +236,9 @@ func command(ctx context.Context, q *Request) redis.Cmder {
 	if m, ok := ms.(int64); !ok || m != q.TTL.Milliseconds() {
 		ms = q.TTL.Milliseconds()
 	}
+	if q.Owner != "" {
+		return holdCommand(ctx, q, key, value, ms)
+	}
 	switch q.Op {
 	case OpAcquire:
 		return redis.NewStatusCmd(ctx, "set", key, value, "px", ms, "nx")
@@ -239,6 +251,28 @@ func command(ctx context.Context, q *Request) redis.Cmder {
 	case OpRelease:
 		return redis.NewCmd(ctx, "eval", releaseSrc, 1, key, value)
 	}
+	return unknownOp(q)
+}
+
+// holdCommand is the command of q, a step of an owned hold (hold.lua).
+func holdCommand(ctx context.Context, q *Request, key, value, ms any) redis.Cmder {
+	switch q.Op {
+	case OpAcquire:
+		return redis.NewCmd(ctx, "eval", holdSrc, 2, key, FenceKey(q.Key), "enter", value, ms, q.Owner, 0)
+	case OpAcquireFenced:
+		return redis.NewCmd(ctx, "eval", holdSrc, 2, key, FenceKey(q.Key), "enter", value, ms, q.Owner, 1)
+	case OpRaiseFence:
+		return redis.NewCmd(ctx, "eval", holdSrc, 2, key, FenceKey(q.Key), "fence", value, q.Token)
+	case OpExtend:
+		return redis.NewCmd(ctx, "eval", holdSrc, 1, key, "extend", value, ms)
+	case OpRelease:
+		return redis.NewCmd(ctx, "eval", holdSrc, 1, key, "release", value)
+	}
+	return unknownOp(q)
+}
+
+// unknownOp fails q, a request of an Op the Node does not know, unsent.
+func unknownOp(q *Request) redis.Cmder {
 	q.OK, q.Fence, q.Err = false, 0, fmt.Errorf("redlock: unknown request %v: not sent", q.Op)
 	return nil
 }

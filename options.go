@@ -35,7 +35,8 @@ type config struct {
 	maxBackoff     time.Duration
 	fencing        bool
 	autoExtend     bool
-	err            error // the first invalid option
+	owner          string // WithOwner; "": a plain lock
+	err            error  // the first invalid option
 
 	// Set by resolved from the fields above and the TTL.
 	nodeTimeout time.Duration
@@ -172,6 +173,40 @@ func WithFencing() Option {
 // holding many auto-extended locks costs no goroutine per lock.
 func WithAutoExtend() Option {
 	return func(c *config) { c.autoExtend = true }
+}
+
+// MaxOwnerLen is the longest owner [WithOwner] accepts, in bytes.
+const MaxOwnerLen = 1 << 10
+
+// WithOwner makes the call take the lock as owner: a call with the same
+// owner on a key that owner already holds succeeds at once with a nested
+// hold instead of waiting for the holder (reentrancy), while other owners
+// and plain locks are refused as usual. Go has no thread identity, so the
+// owner names the call chain that may nest: a request ID, a job ID, a shell
+// script and the scripts it runs (`redlock exec` passes its owner on in
+// REDLOCK_OWNER). Two call chains that share an owner do not exclude each
+// other: pick one per chain, such as a UUID. A Go program that can pass the
+// *Lock down its calls does not need an owner.
+//
+// Each hold is its own *Lock, with its own value, TTL, Until, Extend,
+// auto-extend and Unlock; holds may be released in any order, and the key is
+// freed on a master when its last hold there is released or expires. A
+// nested hold needs a quorum within its validity as a first acquire does,
+// and a failed one is rolled back without touching the owner's other holds.
+// With [WithFencing], every hold of an owner gets the owner's token: the
+// first hold's, or a larger one if a master lost the owner's holds
+// meanwhile; the next owner's token is larger than all of them.
+//
+// The owner is a call option: [New] refuses it. It must be 1 to
+// [MaxOwnerLen] bytes. Default: none (a plain lock).
+func WithOwner(owner string) Option {
+	return func(c *config) {
+		if owner == "" || len(owner) > MaxOwnerLen {
+			c.fail(configErr("WithOwner", "owner must be 1 to %d bytes, got %d", MaxOwnerLen, len(owner)))
+			return
+		}
+		c.owner = owner
+	}
 }
 
 // resolved fills in the defaults that depend on the TTL and checks that the

@@ -198,7 +198,7 @@ func (r *Redlock) acquire(ctx context.Context, key string, cfg *config) (*Lock, 
 	if cfg.fencing {
 		op = OpAcquireFenced
 	}
-	l := &Lock{r: r, key: key, value: newValue(), cfg: *cfg, ttl: cfg.ttl}
+	l := &Lock{r: r, key: key, value: newValue(), owner: cfg.owner, cfg: *cfg, ttl: cfg.ttl}
 	// The requests must not be cut short by the caller's cancellation: the
 	// common ctx, cancel := ...; Lock(ctx); cancel() would otherwise leave the
 	// lock on a bare quorum. collect watches ctx for the caller.

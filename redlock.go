@@ -112,6 +112,9 @@ func New(nodes []Node, opts ...Option) (*Redlock, error) {
 	if _, err := cfg.resolved(); err != nil {
 		return nil, err
 	}
+	if cfg.owner != "" {
+		return nil, configErr("WithOwner", "an owner names the call chain that may nest holds: pass it to Lock, TryLock or Do, not to New")
+	}
 	r := &Redlock{
 		nodes:   append([]Node(nil), nodes...),
 		quorum:  len(nodes)/2 + 1,
@@ -163,7 +166,9 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, 
 		}
 	}()
 	queued, released := r.waiters.peek(key)
-	if queued {
+	// A call with an owner tries once before it queues: it may nest in a
+	// hold of its owner, which the goroutines queued here wait for.
+	if queued && cfg.owner == "" {
 		// Unless the queue emptied and the key was released meanwhile
 		// (missed), wait for our turn.
 		var missed bool

@@ -6,7 +6,8 @@
 --
 -- ARGV[2] is written as sent (a decimal integer below 2^53, from round 1), so
 -- no number is converted back to a string here.
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+-- pcall: an owned lock's key (a hash, see hold.lua) is not ours, not an error.
+if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
 local raw = redis.call('GET', KEYS[2])

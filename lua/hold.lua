@@ -1,0 +1,156 @@
+-- owned locks (WithOwner): every step of a hold, chosen by ARGV[1].
+--
+-- An owned key KEYS[1] is a hash: field 'owner' names the owner, field
+-- 'fence' holds the owner's fence token (when fenced), and each hold has a
+-- field of its own, named by the hold's random value, holding the moment it
+-- expires on this master's clock (ms). The key itself expires with its
+-- latest hold, and goes when its last hold is released. A plain lock's key is
+-- a string: owned steps refuse it, and plain steps refuse a hash.
+--
+-- Each step touches only its own hold's field, so a step whose outcome was
+-- unknown can be repeated or rolled back without touching another hold.
+--
+--   enter   ARGV: value, ttl ms, owner, fenced ('1' or '0')
+--           take the key, or add a hold when the owner's holds are live.
+--           Returns 0 when taken by someone else, else 1 (unfenced) or the
+--           owner's fence token: its first hold raises the counter KEYS[2]
+--           as acquire_fenced.lua does; later holds get the stored token.
+--   fence   ARGV: value, token: while the hold is live, raise the counter
+--           to at least token and make token the owner's. Returns 1, or 0.
+--   extend  ARGV: value, ttl ms: reset the hold's expiry while it is live.
+--   release ARGV: value: drop the hold; the key goes with its last hold.
+--           Returns 1 when the hold was live, else 0.
+--
+-- Numbers are written with %.0f (see acquire_fenced.lua).
+local key, op, value = KEYS[1], ARGV[1], ARGV[2]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- live drops the holds that expired and returns the latest expiry of those
+-- left (0: none), or nil when the key is not an owned key.
+local function live()
+  if redis.call('TYPE', key).ok ~= 'hash' then
+    return nil
+  end
+  local f = redis.call('HGETALL', key)
+  local last = 0
+  for i = 1, #f, 2 do
+    if f[i] ~= 'owner' and f[i] ~= 'fence' then
+      local at = tonumber(f[i + 1])
+      if not at or at <= now then
+        redis.call('HDEL', key, f[i])
+      elseif at > last then
+        last = at
+      end
+    end
+  end
+  return last
+end
+
+-- expire makes the key live as long as its latest hold, or deletes it.
+local function expire(last)
+  if last > 0 then
+    redis.call('PEXPIRE', key, last - now)
+  else
+    redis.call('DEL', key)
+  end
+end
+
+-- mine reports whether this hold is live (false on a plain key).
+local function mine()
+  if redis.call('TYPE', key).ok ~= 'hash' then
+    return false
+  end
+  local at = tonumber(redis.call('HGET', key, value) or '0')
+  return at and at > now
+end
+
+-- counter reads the fence counter, refusing one changed by hand.
+local function counter()
+  local raw = redis.call('GET', KEYS[2])
+  local c = tonumber(raw or '0')
+  if not c or c ~= math.floor(c) or c < 0 or c >= 9007199254740991 then
+    return nil, redis.error_reply('fence counter ' .. KEYS[2] .. ' holds ' .. tostring(raw) ..
+      ', not an integer in [0, 2^53-1): it was changed by hand')
+  end
+  return c
+end
+
+if op == 'enter' then
+  local ttl, owner, fenced = tonumber(ARGV[3]), ARGV[4], ARGV[5] == '1'
+  local kind = redis.call('TYPE', key).ok
+  local last = 0
+  if kind == 'hash' then
+    last = live()
+    if last > 0 and redis.call('HGET', key, 'owner') ~= owner then
+      return 0
+    end
+    if last == 0 then
+      redis.call('DEL', key) -- only expired holds were left
+    end
+  elseif kind ~= 'none' then
+    return 0
+  end
+  local token = 1
+  if fenced then
+    token = tonumber(redis.call('HGET', key, 'fence') or '0')
+    if not token or token == 0 then
+      local c, err = counter()
+      if not c then
+        return err
+      end
+      local tm = redis.call('TIME')
+      token = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+      if c + 1 > token then
+        token = c + 1
+      end
+      redis.call('SET', KEYS[2], string.format('%.0f', token))
+      redis.call('HSET', key, 'fence', string.format('%.0f', token))
+    end
+  end
+  redis.call('HSET', key, 'owner', owner, value, string.format('%.0f', now + ttl))
+  expire(math.max(last, now + ttl))
+  return token
+end
+
+if op == 'fence' then
+  if not mine() then
+    return 0
+  end
+  local c, err = counter()
+  if not c then
+    return err
+  end
+  local token = tonumber(ARGV[3])
+  if c < token then
+    redis.call('SET', KEYS[2], ARGV[3])
+  end
+  -- The owner's token becomes the confirmed one (round 1 stored this
+  -- master's own counter, which may be above it): later holds get it.
+  redis.call('HSET', key, 'fence', ARGV[3])
+  return 1
+end
+
+if op == 'extend' then
+  if not mine() then
+    return 0
+  end
+  redis.call('HSET', key, value, string.format('%.0f', now + tonumber(ARGV[3])))
+  expire(live())
+  return 1
+end
+
+if op == 'release' then
+  local was = mine()
+  if redis.call('TYPE', key).ok ~= 'hash' then
+    return 0
+  end
+  redis.call('HDEL', key, value)
+  expire(live())
+  if was then
+    return 1
+  end
+  return 0
+end
+
+return redis.error_reply('hold.lua: unknown step ' .. tostring(op))
