@@ -3,6 +3,7 @@ module github.com/redlock/redlock
 go 1.26.8
 
 require (
+	github.com/google/uuid v1.6.0
 	github.com/ory/dockertest/v3 v3.12.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.uber.org/goleak v1.3.0

@@ -9,6 +9,8 @@ import (
 	"os/signal"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/redlock/redlock"
 )
 
@@ -17,6 +19,7 @@ type execArgs struct {
 	masters          []string
 	ttl, wait, grace time.Duration
 	fencing          bool
+	owner            string // --owner, $REDLOCK_OWNER, or a new UUID
 	name             string
 	command          []string
 }
@@ -29,6 +32,7 @@ func cmdExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&a.wait, "wait", 0, "")
 	fs.DurationVar(&a.grace, "grace", 10*time.Second, "")
 	fs.BoolVar(&a.fencing, "fencing", false, "")
+	fs.StringVar(&a.owner, "owner", "", "")
 	if status, done := parseFlags(fs, args, execUsage, stdout, stderr); done {
 		return status
 	}
@@ -95,6 +99,18 @@ func (a *execArgs) check(rest []string) error {
 	case len(rest) == 2 || rest[2] == "":
 		return usagef("missing COMMAND after --")
 	}
+	// Every exec holds the lock as an owner, which its command inherits:
+	// a redlock exec of the same name under it nests instead of waiting for
+	// its own caller.
+	if a.owner == "" {
+		a.owner = os.Getenv("REDLOCK_OWNER")
+	}
+	if a.owner == "" {
+		a.owner = uuid.NewString()
+	}
+	if len(a.owner) > redlock.MaxOwnerLen {
+		return usagef("--owner (or $REDLOCK_OWNER) is %d bytes, more than %d", len(a.owner), redlock.MaxOwnerLen)
+	}
 	a.name, a.command = rest[0], rest[2:]
 	return nil
 }
@@ -126,10 +142,11 @@ func obtain(ctx context.Context, cancel context.CancelFunc, rl *redlock.Redlock,
 
 	var lock *redlock.Lock
 	var err error
+	opts := append(keepOptions(), redlock.WithOwner(a.owner))
 	if a.wait == 0 {
-		lock, err = rl.TryLock(ctx, a.name, keepOptions()...)
+		lock, err = rl.TryLock(ctx, a.name, opts...)
 	} else {
-		lock, err = rl.Lock(ctx, a.name, keepOptions()...)
+		lock, err = rl.Lock(ctx, a.name, opts...)
 	}
 	close(stopped)
 	<-watching

@@ -70,6 +70,13 @@ the crontab of every host, and the job runs on one host at a time:
 
 Flags go before NAME; "--" ends them and separates NAME from COMMAND.
 
+redlock holds the lock as an owner: --owner ID, else $REDLOCK_OWNER, else a
+new UUID. COMMAND gets it in REDLOCK_OWNER, so a redlock exec of the same NAME
+that COMMAND runs (a script that calls another) nests in the lock at once
+instead of waiting for its own caller; another owner is refused as usual.
+Only processes of one call chain should share an owner: do not export
+REDLOCK_OWNER in a shell that starts independent jobs.
+
 COMMAND gets REDLOCK_KEY=NAME in its environment and, with --fencing,
 REDLOCK_FENCE=TOKEN: a number that grows from one holder of NAME to the next,
 for a resource to reject a stale holder's writes. It inherits the rest of
@@ -92,6 +99,8 @@ Flags:
   --grace DURATION how long COMMAND has after SIGTERM, once the lock is lost,
                    before SIGKILL (default 10s)
   --fencing        take a fencing token and pass it in REDLOCK_FENCE
+  --owner ID       hold the lock as owner ID, passed on in REDLOCK_OWNER
+                   (default $REDLOCK_OWNER, else a new UUID)
 
 ` + mastersHelp + `
 ` + exitStatuses
@@ -99,7 +108,8 @@ Flags:
 const statusUsage = `Usage: redlock status [flags] NAME
 
 Reports, for each master, whether it holds the key NAME, the value it holds
-(one per holder), its remaining time to live (PTTL), and the fencing counter
+(one per holder; owner=ID,holds=N for a lock held by an owner, as redlock exec
+holds it), its remaining time to live (PTTL), and the fencing counter
 NAME:fence; then whether a quorum agrees on one holder. It only reads.
 
 Exit status: 0 when a quorum of masters answered (the lock held or not), 69

@@ -17,7 +17,9 @@ import (
 // masterState is what one master says about a key.
 type masterState struct {
 	url   string // redacted
-	value string // "" when the key is absent
+	value string // "" when the key is absent; owner=ID,holds=N for an owned lock
+	owner string // the owner of an owned lock (redlock.WithOwner)
+	holds int    // its holds on this master
 	pttl  time.Duration
 	fence string // "" when the counter is absent
 	err   error
@@ -68,16 +70,18 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return report(stdout, name, states)
 }
 
-// readMaster reads key, its PTTL and its fence counter from one master.
+// readMaster reads key (a plain lock's value, or an owned lock's owner and
+// holds), its PTTL and its fence counter from one master.
 func readMaster(ctx context.Context, o *redis.Options, key string, timeout time.Duration) masterState {
 	c := redis.NewClient(o)
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var get, fence *redis.StringCmd
+	var typ *redis.StatusCmd
+	var fence *redis.StringCmd
 	var pttl *redis.DurationCmd
 	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		get = p.Get(ctx, key)
+		typ = p.Type(ctx, key)
 		pttl = p.PTTL(ctx, key)
 		fence = p.Get(ctx, redlock.FenceKey(key))
 		return nil
@@ -85,7 +89,26 @@ func readMaster(ctx context.Context, o *redis.Options, key string, timeout time.
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return masterState{err: err}
 	}
-	return masterState{value: get.Val(), pttl: pttl.Val(), fence: fence.Val()}
+	s := masterState{pttl: pttl.Val(), fence: fence.Val()}
+	switch typ.Val() {
+	case "string": // a plain lock
+		s.value, err = c.Get(ctx, key).Result()
+	case "hash": // an owned lock: its owner, and a field per hold
+		var m map[string]string
+		if m, err = c.HGetAll(ctx, key).Result(); err == nil && len(m) > 0 {
+			s.owner = m["owner"]
+			for f := range m {
+				if f != "owner" && f != "fence" {
+					s.holds++
+				}
+			}
+			s.value = fmt.Sprintf("owner=%s,holds=%d", s.owner, s.holds)
+		}
+	}
+	if err != nil && !errors.Is(err, redis.Nil) { // redis.Nil: it expired meanwhile
+		return masterState{err: err}
+	}
+	return s
 }
 
 // report prints the table and the verdict, and returns the exit status.
@@ -120,7 +143,15 @@ func report(w io.Writer, name string, states []masterState) int {
 			best, most = v, k
 		}
 	}
+	owner, holds := "", 0
+	for _, s := range states {
+		if s.err == nil && s.value == best {
+			owner, holds = s.owner, s.holds
+		}
+	}
 	switch {
+	case most >= quorum && owner != "":
+		fmt.Fprintf(w, "%q is held by owner %s with %s on %d of %d masters (quorum %d)\n", name, owner, plural(holds, "hold"), most, n, quorum)
 	case most >= quorum:
 		fmt.Fprintf(w, "%q is held: value %s on %d of %d masters (quorum %d)\n", name, best, most, n, quorum)
 	case most > 0:
@@ -140,4 +171,12 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// plural is "1 hold", "2 holds".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }

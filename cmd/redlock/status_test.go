@@ -15,9 +15,13 @@ func TestStatusShowsHolders(t *testing.T) {
 	name := lockName(t)
 	// The command run under the lock asks for the status itself, once the
 	// acquire's stragglers (past the quorum) have surely landed.
-	r := runCLI(t, shared(), "exec", "--fencing", "--ttl", "20s", name, "--",
-		"sh", "-c", `sleep 0.2; exec "$0" status "$1"`, binary, name)
+	// A nested exec of the same owner shows as a second hold.
+	r := runCLI(t, shared(), "exec", "--fencing", "--ttl", "20s", "--owner", "job-7", name, "--",
+		"sh", "-c", `"$0" exec --ttl 15s "$1" -- sh -c 'sleep 0.2; exec "$0" status "$1"' "$0" "$1"`, binary, name)
 	wantCode(t, r, 0)
+	if !strings.Contains(r.stdout, `"`+name+`" is held by owner job-7 with 2 holds`) || strings.Count(r.stdout, "owner=job-7,holds=2") != 5 {
+		t.Errorf("status of a nested hold does not show owner job-7 with 2 holds on every master:\n%s", r.stdout)
+	}
 	for _, a := range masters.Addrs() {
 		if !strings.Contains(r.stdout, a) {
 			t.Errorf("status does not list master %s:\n%s", a, r.stdout)
