@@ -58,9 +58,10 @@ func BenchmarkLockUnlockFenced(b *testing.B) {
 	}
 }
 
-func lockUnlock(b *testing.B, l lib) {
+func lockUnlock(b *testing.B, l lib) { lockUnlockKey(b, l, newKey(b)) }
+
+func lockUnlockKey(b *testing.B, l lib, key string) {
 	ctx := context.Background()
-	key := newKey(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		h, err := l.lock(ctx, key)
@@ -262,4 +263,33 @@ func BenchmarkSlowMaster(b *testing.B) {
 	b.Run("lib=redsync/nodes=5", func(b *testing.B) {
 		run(b, func(cs []*redis.Client) lib { return newRedsync(cs) })
 	})
+}
+
+// BenchmarkLockUnlockOwned is BenchmarkLockUnlock for a lock taken with an
+// owner (redlock.WithOwner): its first hold, the owned-hold script instead of
+// SET NX PX. The peers have no reentrancy across a quorum.
+func BenchmarkLockUnlockOwned(b *testing.B) {
+	for _, n := range []int{1, 5, 9} {
+		b.Run(fmt.Sprintf("lib=redlock/nodes=%d", n), func(b *testing.B) {
+			lockUnlock(b, newRedlock(b, newClients(b, addrs(n))).owned("bench"))
+		})
+	}
+}
+
+// BenchmarkNestedEnter is one nested Lock and Unlock by the owner of a hold
+// that stays held: the cost of re-entering.
+func BenchmarkNestedEnter(b *testing.B) {
+	for _, n := range []int{1, 5, 9} {
+		b.Run(fmt.Sprintf("lib=redlock/nodes=%d", n), func(b *testing.B) {
+			l := newRedlock(b, newClients(b, addrs(n))).owned("bench")
+			ctx := context.Background()
+			key := newKey(b)
+			outer, err := l.lock(ctx, key)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer outer.unlock(ctx)
+			lockUnlockKey(b, l, key)
+		})
+	}
 }

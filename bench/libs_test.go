@@ -30,7 +30,15 @@ type held interface {
 
 // --- redlock ---
 
-type redlockLib struct{ r *redlock.Redlock }
+type redlockLib struct {
+	r    *redlock.Redlock
+	call []redlock.Option // options of every Lock and TryLock call
+}
+
+// owned returns l with every call made as owner.
+func (l *redlockLib) owned(owner string) *redlockLib {
+	return &redlockLib{r: l.r, call: []redlock.Option{redlock.WithOwner(owner)}}
+}
 
 func newRedlock(b testing.TB, cs []*redis.Client, opts ...redlock.Option) *redlockLib {
 	b.Helper()
@@ -56,12 +64,12 @@ func redlockOver(b testing.TB, nodes []redlock.Node, opts []redlock.Option) *red
 type redlockHeld struct{ l *redlock.Lock }
 
 func (l *redlockLib) lock(ctx context.Context, key string) (held, error) {
-	h, err := l.r.Lock(ctx, key)
+	h, err := l.r.Lock(ctx, key, l.call...)
 	return redlockHeld{h}, err
 }
 
 func (l *redlockLib) tryLock(ctx context.Context, key string) (held, error) {
-	h, err := l.r.TryLock(ctx, key)
+	h, err := l.r.TryLock(ctx, key, l.call...)
 	return redlockHeld{h}, err
 }
 
