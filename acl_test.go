@@ -18,7 +18,18 @@ import (
 // check too: GET, SET, DEL, PEXPIRE, TIME.
 // The handshake needs nothing: HELLO with AUTH is open to every user, and
 // go-redis ignores the refusal of CLIENT SETINFO.
-var aclCommands = []string{"+set", "+get", "+del", "+pexpire", "+time", "+eval"}
+var aclCommands = []string{"+set", "+get", "+del", "+pexpire", "+time", "+eval", "+type", "+hget", "+hset", "+hdel", "+hgetall"}
+
+// aclNeeds is what each kind of lock needs of aclCommands, and what its
+// release needs (without it, a refused acquire's key waits for its TTL).
+var aclNeeds = map[string]struct{ all, release []string }{
+	"plain":  {[]string{"+set", "+get", "+del", "+pexpire", "+eval"}, []string{"+get", "+del", "+eval"}},
+	"fenced": {[]string{"+set", "+get", "+del", "+pexpire", "+time", "+eval"}, []string{"+get", "+del", "+eval"}},
+	"owned": { // the owned-hold script, fenced (lua/hold.lua)
+		[]string{"+set", "+get", "+del", "+pexpire", "+time", "+eval", "+type", "+hget", "+hset", "+hdel", "+hgetall"},
+		[]string{"+del", "+pexpire", "+time", "+eval", "+type", "+hget", "+hdel", "+hgetall"},
+	},
+}
 
 const aclPassword = "acl-pw-Zq8v" // appears in no error; see TestNoSecretsInErrors
 
@@ -98,41 +109,61 @@ func TestACLMinimalUser(t *testing.T) {
 		t.Fatalf("Unlock as locker after renewals: %v", err)
 	}
 
+	owned, err := r.TryLock(ctx, testKey(t), WithOwner("A"))
+	if err == nil {
+		err = errors.Join(owned.Extend(ctx, 5*time.Second), owned.Unlock(ctx))
+	}
+	if err != nil {
+		t.Fatalf("owned lock as locker: %v", err)
+	}
+
 	cs := clients(t, c.Addrs())
-	for _, cmd := range aclCommands {
-		user := "no-" + cmd[1:]
-		t.Run(user, func(t *testing.T) {
-			r := userRedlock(t, c.Addrs(), user, WithFencing())
-			key := testKey(t)
-			err := lockExtendUnlock(ctx, r, key)
-			if err == nil {
-				t.Fatal("lock, extend and unlock all succeeded")
-			}
-			var qe *QuorumError
-			if !errors.As(err, &qe) || qe.Succeeded >= qe.Quorum || qe.Refused != 0 || len(qe.Errs) == 0 {
-				t.Fatalf("err %v: want a QuorumError with failed masters only", err)
-			}
-			for _, e := range qe.Errs {
-				var ne *NodeError
-				if !errors.As(e, &ne) || !slices.Contains(c.Addrs(), strings.TrimSuffix(ne.Node, "/0")) ||
-					!aclRefusal(e) {
-					t.Errorf("per-master error %v: want a NodeError naming the master and the ACL refusal", e)
+	for _, kind := range []string{"fenced", "plain", "owned"} {
+		for _, cmd := range aclNeeds[kind].all {
+			user := "no-" + cmd[1:]
+			t.Run(user+"/"+kind, func(t *testing.T) {
+				var opts []Option
+				switch kind {
+				case "fenced":
+					opts = append(opts, WithFencing())
+				case "owned":
+					opts = append(opts, WithFencing(), WithOwner("A"))
 				}
-			}
-			// A refused acquire is rolled back, unless the release is
-			// what the user cannot run (GET and DEL): the key then waits
-			// for its TTL.
-			settle(r)
-			if vs := holders(t, cs, key); cmd != "+del" && cmd != "+get" && count(vs, "") != len(vs) {
-				t.Errorf("masters hold %q after the failure", vs)
-			}
-		})
+				r := userRedlock(t, c.Addrs(), user)
+				key := testKey(t)
+				err := lockExtendUnlock(ctx, r, key, opts...)
+				if err == nil {
+					t.Fatal("lock, extend and unlock all succeeded")
+				}
+				var qe *QuorumError
+				if !errors.As(err, &qe) || qe.Succeeded >= qe.Quorum || qe.Refused != 0 || len(qe.Errs) == 0 {
+					t.Fatalf("err %v: want a QuorumError with failed masters only", err)
+				}
+				for _, e := range qe.Errs {
+					var ne *NodeError
+					if !errors.As(e, &ne) || !slices.Contains(c.Addrs(), strings.TrimSuffix(ne.Node, "/0")) ||
+						!aclRefusal(e) {
+						t.Errorf("per-master error %v: want a NodeError naming the master and the ACL refusal", e)
+					}
+				}
+				// A refused acquire is rolled back, unless the release is
+				// what the user cannot run: the key then waits for its TTL.
+				settle(r)
+				if !slices.Contains(aclNeeds[kind].release, cmd) {
+					for i, c := range cs {
+						if c.Exists(ctx, key).Val() != 0 {
+							t.Errorf("master %d holds the key after the failure", i)
+						}
+					}
+				}
+			})
+		}
 	}
 }
 
 // lockExtendUnlock runs the three calls and returns the first error.
-func lockExtendUnlock(ctx context.Context, r *Redlock, key string) error {
-	l, err := r.TryLock(ctx, key)
+func lockExtendUnlock(ctx context.Context, r *Redlock, key string, opts ...Option) error {
+	l, err := r.TryLock(ctx, key, opts...)
 	if err != nil {
 		return err
 	}

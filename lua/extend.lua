@@ -1,7 +1,12 @@
 -- extend: reset the TTL of KEYS[1] to ARGV[2] ms only while it still holds
 -- this holder's value ARGV[1]. An expired key is never re-created.
--- pcall: an owned lock's key (a hash, see hold.lua) is not ours, not an error.
-if redis.pcall('GET', KEYS[1]) == ARGV[1] then
+-- An owned lock's key (a hash, see hold.lua) is not ours: GET's WRONGTYPE
+-- error is a refusal. Any other error (an ACL refusal) stays an error.
+local v = redis.pcall('GET', KEYS[1])
+if type(v) == 'table' and v.err and not string.find(v.err, 'WRONGTYPE', 1, true) then
+  return v
+end
+if v == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
