@@ -139,3 +139,35 @@ func ExampleNewNode() {
 	_ = lock.Unlock(ctx)
 	// Output: holding invoice:7
 }
+
+func ExampleWithOwner() {
+	var nodes []redlock.Node
+	for _, addr := range strings.Split(os.Getenv("REDLOCK_MASTERS"), ",") {
+		nodes = append(nodes, redlock.NewNode(redis.NewClient(&redis.Options{Addr: addr})))
+	}
+	rl, _ := redlock.New(nodes)
+	defer rl.Close()
+	ctx := context.Background()
+
+	// A job takes the lock, then calls code that takes it again: with the
+	// job's ID as the owner, the second Lock nests instead of waiting.
+	job := redlock.WithOwner("job-7")
+	outer, err := rl.Lock(ctx, "invoice:9", job)
+	if err != nil {
+		panic(err)
+	}
+	inner, err := rl.TryLock(ctx, "invoice:9", job)
+	fmt.Println("nested:", err == nil)
+	_, err = rl.TryLock(ctx, "invoice:9", redlock.WithOwner("job-8"))
+	fmt.Println("another owner:", errors.Is(err, redlock.ErrNotObtained))
+
+	_ = inner.Unlock(ctx)
+	_ = outer.Unlock(ctx) // the last hold: the key is free again
+	next, err := rl.TryLock(ctx, "invoice:9", redlock.WithOwner("job-8"))
+	fmt.Println("after the last hold:", err == nil)
+	_ = next.Unlock(ctx)
+	// Output:
+	// nested: true
+	// another owner: true
+	// after the last hold: true
+}

@@ -17,6 +17,9 @@
 // flight go out together as the next pipeline. docs/internals.md in the
 // repository says where each guarantee is held.
 //
+// [WithOwner] names a call chain that may take a lock it already holds (a
+// nested hold, released on its own) where the *Lock cannot be passed down.
+//
 // For work that may outlast the TTL, [Redlock.Do] (or [WithAutoExtend])
 // renews the lock in the background, and [Lock.Done] and [Lock.Context] say
 // when it was lost ([ErrLockLost]): stop then, another client may hold it.
