@@ -180,3 +180,47 @@ func aclRefusal(err error) bool {
 	s := err.Error()
 	return strings.Contains(s, "NOPERM") || strings.Contains(s, "user executing the script can't run this command")
 }
+
+// TestACLWakeups: a user without the wake-up commands still locks, waits
+// and releases without an error (waiters fall back to their backoff, and the
+// refusal to subscribe is kept to report); a user with them, as the README
+// lists, gets wake-ups.
+func TestACLWakeups(t *testing.T) {
+	args := aclUser("locker")
+	args = append(args, aclUser("waker")...)
+	args = append(args, "+rpush", "+lpop", "+lrem", "+publish", "+subscribe", "+ping", "&redlock:wake:*")
+	c := redistest.StartT(t, 3, redistest.Options{Args: args})
+	ctx := context.Background()
+	for _, user := range []string{"locker", "waker"} {
+		t.Run(user, func(t *testing.T) {
+			holder := userRedlock(t, c.Addrs(), user)
+			waiter := userRedlock(t, c.Addrs(), user)
+			key := testKey(t)
+			l := mustLock(t, holder, key)
+			got := lockAsync(t, ctx, waiter, key, WithBackoff(time.Second, time.Second))
+			waitQueued(t, waiter, key)
+			time.Sleep(100 * time.Millisecond)
+			released := time.Now()
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatalf("Unlock as %s: %v", user, err)
+			}
+			o := <-got
+			if o.err != nil {
+				t.Fatalf("Lock as %s: %v", user, o.err)
+			}
+			if err := o.l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			woken := o.at.Sub(released) < 300*time.Millisecond
+			waiter.wake.mu.Lock()
+			refusal := waiter.wake.err
+			waiter.wake.mu.Unlock()
+			switch {
+			case user == "waker" && (!woken || refusal != nil):
+				t.Errorf("waker: took the key %v after the release (refusal %v); want a wake-up", o.at.Sub(released), refusal)
+			case user == "locker" && (refusal == nil || !aclRefusal(refusal)):
+				t.Errorf("locker: subscription refusal %v, want the ACL's, kept to report", refusal)
+			}
+		})
+	}
+}

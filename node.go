@@ -91,6 +91,13 @@ type Request struct {
 	// alone. Only OpAcquire and OpAcquireFenced (entering) read Owner's
 	// value; the others only need it set.
 	Owner string
+	// Waiter, on OpRelease, is the releasing Redlock's wake-up channel: the
+	// release takes it off Key's queue of waiting Redlocks ([WaitKey]) and,
+	// when Wait is set, queues it again at the end, so that the next
+	// release of Key wakes it. Empty: no wake-ups. A Node that cannot
+	// deliver wake-ups may ignore both.
+	Waiter string
+	Wait   bool
 
 	OK    bool
 	Fence uint64 // OpAcquireFenced: the fence counter when OK
@@ -122,6 +129,15 @@ func (q *Request) boxArgs() {
 func FenceKey(key string) string { return key + fenceSuffix }
 
 const fenceSuffix = ":fence"
+
+// WaitKey is the name of the list, kept on each master next to key, of the
+// Redlocks waiting for key, each named by its wake-up channel: a release
+// that frees key wakes the first one still listening. It expires a minute
+// after the last Redlock queued. Lock and TryLock refuse keys that end in
+// ":waiters" with a [*ConfigError].
+func WaitKey(key string) string { return key + waitSuffix }
+
+const waitSuffix = ":waiters"
 
 // The scripts, sent with EVAL every time (see script).
 var (
@@ -249,9 +265,17 @@ func command(ctx context.Context, q *Request) redis.Cmder {
 	case OpExtend:
 		return redis.NewCmd(ctx, "eval", extendSrc, 1, key, value, ms)
 	case OpRelease:
-		return redis.NewCmd(ctx, "eval", releaseSrc, 1, key, value)
+		return redis.NewCmd(ctx, "eval", releaseSrc, 2, key, WaitKey(q.Key), value, q.Waiter, waitFlag(q))
 	}
 	return unknownOp(q)
+}
+
+// waitFlag is the scripts' argument for q.Wait.
+func waitFlag(q *Request) any {
+	if q.Wait {
+		return "1"
+	}
+	return "0"
 }
 
 // holdCommand is the command of q, a step of an owned hold (hold.lua).
@@ -266,7 +290,7 @@ func holdCommand(ctx context.Context, q *Request, key, value, ms any) redis.Cmde
 	case OpExtend:
 		return redis.NewCmd(ctx, "eval", holdSrc, 1, key, "extend", value, ms)
 	case OpRelease:
-		return redis.NewCmd(ctx, "eval", holdSrc, 1, key, "release", value)
+		return redis.NewCmd(ctx, "eval", holdSrc, 2, key, WaitKey(q.Key), "release", value, q.Waiter, waitFlag(q))
 	}
 	return unknownOp(q)
 }

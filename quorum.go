@@ -192,7 +192,10 @@ func (t *tally) error(op, key string) *QuorumError {
 // every master, also those that refused or did not answer: a go-redis client
 // may retry a SET whose first try landed and see its retry refused by our
 // own value, and a SET that timed out may have landed.
-func (r *Redlock) acquire(ctx context.Context, key string, cfg *config) (*Lock, error) {
+//
+// With queue, the rollback also queues this Redlock for the key's next
+// release (see [wakeups]).
+func (r *Redlock) acquire(ctx context.Context, key string, cfg *config, queue bool) (*Lock, error) {
 	start := r.clock.Now()
 	op := OpAcquire
 	if cfg.fencing {
@@ -208,12 +211,12 @@ func (r *Redlock) acquire(ctx context.Context, key string, cfg *config) (*Lock, 
 	ctxErr := p.collect(ctx)
 	t := &p.tallies[0]
 	if ctxErr != nil || !t.won() {
-		l.release(ctx, false)
+		l.rollback(ctx, queue)
 		return nil, joinCtx(t.error(opAcquire, key), ctxErr)
 	}
 	until, left, valid := cfg.deadline(start, r.clock.Now())
 	if !valid {
-		l.release(ctx, false)
+		l.rollback(ctx, queue)
 		qe := t.error(opAcquire, key)
 		qe.Late, qe.Validity = true, left
 		return nil, qe
@@ -221,7 +224,7 @@ func (r *Redlock) acquire(ctx context.Context, key string, cfg *config) (*Lock, 
 	l.until = until
 	if cfg.fencing {
 		if err := l.confirmFence(ctx, t.token); err != nil {
-			l.release(ctx, false)
+			l.rollback(ctx, queue)
 			return nil, err
 		}
 	}
@@ -302,13 +305,39 @@ func (l *Lock) deadlineLocked(now, by time.Time, nodeTimeout time.Duration) (tim
 // collect, and wakes this process's goroutines waiting for the key: their
 // acquires queue behind the release on every lane, so they find every master
 // released. A rollback is not collected: the keys expire anyway.
+//
+// Every release also takes this Redlock off the key's queue of waiting
+// Redlocks on the masters, and wakes the next one when it frees the key; a
+// rollback with queue puts this Redlock back at the end (see [wakeups]).
 func (l *Lock) release(ctx context.Context, unlock bool) *phase {
+	return l.releasing(ctx, unlock, false)
+}
+
+// rollback undoes a failed attempt (see release).
+func (l *Lock) rollback(ctx context.Context, queue bool) { l.releasing(ctx, false, queue) }
+
+func (l *Lock) releasing(ctx context.Context, unlock, queue bool) *phase {
 	deadline, _ := l.nextDeadline(time.Time{})
-	p := l.r.startPhase(ctx, deadline, unlock, l.request(OpRelease, 0, 0))
+	q := l.request(OpRelease, 0, 0)
+	q.Waiter, _ = l.r.wake.name()
+	q.Wait = queue && q.Waiter != ""
+	p := l.r.startPhase(ctx, deadline, unlock, q)
 	if unlock {
 		l.r.waiters.wake(l.key)
 	}
 	return p
+}
+
+// unqueue takes this Redlock off key's queue of waiting Redlocks on every
+// master, in the background: its last goroutine waiting for key gave up.
+func (r *Redlock) unqueue(key string, cfg *config) {
+	channel, _ := r.wake.name()
+	if channel == "" {
+		return
+	}
+	// Value "" is no holder's: the release deletes nothing.
+	r.startPhase(context.Background(), time.Now().Add(cfg.nodeTimeout), false,
+		Request{Op: OpRelease, Key: key, Waiter: channel})
 }
 
 // errNoReply is the failure of a master that had not answered when its

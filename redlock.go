@@ -84,6 +84,7 @@ type Redlock struct {
 	closeOnce    sync.Once
 	closeErr     error   // closeClients' result, set inside closeOnce
 	waiters      waiters // this process's goroutines waiting in Lock, per key
+	wake         *wakeups
 }
 
 // New returns a Redlock over the given masters, with opts as the defaults of
@@ -130,6 +131,7 @@ func New(nodes []Node, opts ...Option) (*Redlock, error) {
 		r.lanes[i] = newLane(n)
 	}
 	r.sched = scheduler{r: r, wake: make(chan struct{}, 1)}
+	r.wake = newWakeups(r)
 	return r, nil
 }
 
@@ -163,9 +165,12 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, 
 	// [waiters]); w is our place in that queue once we wait too.
 	backoff := cfg.minBackoff
 	var w *waiter
+	// queued: an attempt's rollback queued this Redlock for the key's
+	// wake-ups on the masters (see [wakeups]); won: the call took the lock.
+	var queued, won bool
 	defer func() {
-		if w != nil {
-			r.waiters.leave(key, w)
+		if w != nil && r.waiters.leave(key, w) && queued && !won {
+			r.unqueue(key, &cfg) // the last local waiter gave up
 		}
 	}()
 	queued, released := r.waiters.peek(key)
@@ -184,8 +189,11 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, 
 		}
 	}
 	for n := 1; ; n++ {
-		l, err := r.acquire(ctx, key, &cfg)
+		_, listening := r.wake.name()
+		l, err := r.acquire(ctx, key, &cfg, listening)
+		queued = queued || listening
 		if err == nil {
+			won = true
 			return l, nil
 		}
 		if ctx.Err() != nil || (cfg.maxAttempts > 0 && n >= cfg.maxAttempts) {
@@ -196,6 +204,15 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, 
 			// released while it was out (see [waiters]); then try again.
 			var missed bool
 			if w, missed = r.waiters.join(key, released); missed {
+				continue
+			}
+		}
+		if !listening {
+			// This Redlock's first wait subscribes; a release may have come
+			// since the attempt, before anyone listened: once listening,
+			// try again at once, and the rollback queues us.
+			r.wake.start(cfg.nodeTimeout)
+			if _, listening = r.wake.name(); listening {
 				continue
 			}
 		}
@@ -220,7 +237,7 @@ func (r *Redlock) TryLock(ctx context.Context, key string, opts ...Option) (*Loc
 	if err != nil {
 		return nil, err
 	}
-	return r.acquire(ctx, key, &cfg)
+	return r.acquire(ctx, key, &cfg, false)
 }
 
 // Do acquires the lock on key (waiting and retrying as [Redlock.Lock] does),
@@ -275,6 +292,7 @@ func (r *Redlock) Close() error {
 		close(r.closing)
 	}
 	r.sched.close()
+	r.wake.close()
 	r.bg.Wait()
 	r.closeOnce.Do(func() {
 		if r.closeClients != nil {
@@ -297,6 +315,9 @@ func (r *Redlock) callConfig(key string, opts []Option) (config, error) {
 	}
 	if len(key) > MaxKeyLen {
 		return config{}, configErr("key", "key is %d bytes, more than MaxKeyLen (%d); a lock name should be short", len(key), MaxKeyLen)
+	}
+	if strings.HasSuffix(key, waitSuffix) {
+		return config{}, configErr("key", "key %.64q ends in %q, the suffix of the queues of waiting Redlocks (WaitKey): it would be the queue of the lock %.64q", key, waitSuffix, strings.TrimSuffix(key, waitSuffix))
 	}
 	if strings.HasSuffix(key, fenceSuffix) {
 		return config{}, configErr("key", "key %.64q ends in %q, the suffix of fence counters (FenceKey): it would be the fence counter of the lock %.64q", key, fenceSuffix, strings.TrimSuffix(key, fenceSuffix))

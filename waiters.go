@@ -76,10 +76,10 @@ func (ws *waiters) slotLocked(key string) int {
 	return int(maphash.String(ws.seed, key) % uint64(len(ws.releases)))
 }
 
-// leave removes w from key's queue. A wake-up w had not used is passed on
-// to the new head, so that leaving (on success or when ctx ended) never
-// swallows it.
-func (ws *waiters) leave(key string, w *waiter) {
+// leave removes w from key's queue, and reports whether that emptied it. A
+// wake-up w had not used is passed on to the new head, so that leaving (on
+// success or when ctx ended) never swallows it.
+func (ws *waiters) leave(key string, w *waiter) (last bool) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	q := ws.keys[key]
@@ -90,7 +90,7 @@ func (ws *waiters) leave(key string, w *waiter) {
 		q = append(q[:i], q[i+1:]...)
 		if len(q) == 0 {
 			delete(ws.keys, key)
-			return
+			return true
 		}
 		ws.keys[key] = q
 		select {
@@ -100,8 +100,9 @@ func (ws *waiters) leave(key string, w *waiter) {
 			}
 		default:
 		}
-		return
+		return false
 	}
+	return false
 }
 
 // pause is how long w waits for a wake-up before it tries on its own: the

@@ -18,8 +18,10 @@
 --   fence   ARGV: value, token: while the hold is live, raise the counter
 --           to at least token and make token the owner's. Returns 1, or 0.
 --   extend  ARGV: value, ttl ms: reset the hold's expiry while it is live.
---   release ARGV: value: drop the hold; the key goes with its last hold.
---           Returns 1 when the hold was live, else 0.
+--   release ARGV: value, wake-up channel, '1' to queue it (KEYS[2]: the
+--           key's queue of waiting Redlocks): drop the hold; the key goes
+--           with its last hold, and then wakes a waiting Redlock as
+--           release.lua does. Returns 1 when the hold was live, else 0.
 --
 -- Numbers are written with %.0f (see acquire_fenced.lua).
 local key, op, value = KEYS[1], ARGV[1], ARGV[2]
@@ -141,12 +143,34 @@ if op == 'extend' then
 end
 
 if op == 'release' then
-  local was = mine()
-  if redis.call('TYPE', key).ok ~= 'hash' then
-    return 0
+  local was, freed = mine(), false
+  if redis.call('TYPE', key).ok == 'hash' then
+    redis.call('HDEL', key, value)
+    local last = live()
+    expire(last)
+    freed = last == 0
   end
-  redis.call('HDEL', key, value)
-  expire(live())
+  -- Wake-ups, as in release.lua.
+  local channel = ARGV[3]
+  if channel ~= '' then
+    redis.pcall('LREM', KEYS[2], 0, channel)
+  end
+  if freed then
+    for _ = 1, 8 do
+      local w = redis.pcall('LPOP', KEYS[2])
+      if type(w) ~= 'string' then
+        break
+      end
+      local got = redis.pcall('PUBLISH', w, key)
+      if type(got) == 'number' and got > 0 then
+        break
+      end
+    end
+  end
+  if ARGV[4] == '1' then
+    redis.pcall('RPUSH', KEYS[2], channel)
+    redis.pcall('PEXPIRE', KEYS[2], 60000)
+  end
   if was then
     return 1
   end

@@ -1,0 +1,144 @@
+package redlock
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// wakeups wakes this Redlock's goroutines waiting for a key held by another
+// process when that process releases it, instead of leaving them to sleep
+// their backoff.
+//
+// The Redlock has a channel of its own, subscribed on every master over one
+// connection per master, opened when a goroutine first waits and closed by
+// Close. A Lock call that waits queues the channel on each master in the
+// key's list of waiting Redlocks ([WaitKey]): the rollback of its failed
+// attempt does it, in the same script, so it costs no request. A release
+// that frees the key pops the first channel of that list that someone still
+// listens on and publishes the key to it: each master wakes one waiting
+// Redlock per release, the one that queued first, so wake-ups do not
+// stampede however many processes wait. The woken Redlock wakes the head of
+// its local queue ([waiters]), which tries at once.
+//
+// Pub/sub delivers at most once, a master may be down, a subscription may
+// break (go-redis reconnects it): every waiter keeps its backoff timer, so a
+// lost wake-up costs at most one backoff. A master whose user may not
+// subscribe (ACL) gives no wake-ups; the release scripts call the list and
+// publish commands through pcall, so a user without them loses only the
+// wake-ups. Nodes other than [NewNode]'s give none.
+type wakeups struct {
+	r       *Redlock
+	channel string // this Redlock's channel: "redlock:wake:" and a UUID
+
+	mu      sync.Mutex // guards started, subs and err; held while subscribing
+	started bool
+	subs    []*redis.PubSub // per master; nil where none
+	err     error           // the first master's refusal to subscribe
+	live    atomic.Bool     // a master confirmed the subscription
+	readers sync.WaitGroup  // the goroutines reading subs
+}
+
+// subscriber is a Node that can deliver wake-ups: NewNode's.
+type subscriber interface {
+	subscribe(ctx context.Context, channel string) *redis.PubSub
+}
+
+func (n *redisNode) subscribe(ctx context.Context, channel string) *redis.PubSub {
+	return n.c.Subscribe(ctx, channel)
+}
+
+func newWakeups(r *Redlock) *wakeups {
+	return &wakeups{r: r, channel: "redlock:wake:" + uuid.NewString()}
+}
+
+// name returns the channel that names this Redlock on the masters, and
+// whether a master listens on it for this Redlock (its failed attempts then
+// queue it for wake-ups); "" and false before the first wait.
+func (w *wakeups) name() (channel string, listening bool) {
+	if !w.live.Load() {
+		return "", false
+	}
+	return w.channel, true
+}
+
+// start subscribes on every master that can deliver wake-ups, the first
+// time a goroutine waits, waiting up to timeout for the masters to confirm;
+// later calls return at once.
+func (w *wakeups) start(timeout time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started || w.r.closed.Load() {
+		return
+	}
+	w.started = true
+	w.subs = make([]*redis.PubSub, len(w.r.nodes))
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, len(w.r.nodes))
+	for i, n := range w.r.nodes {
+		s, ok := n.(subscriber)
+		if !ok {
+			continue
+		}
+		ps := s.subscribe(ctx, w.channel)
+		w.subs[i] = ps
+		wg.Go(func() { _, errs[i] = ps.Receive(ctx) })
+	}
+	wg.Wait()
+	for i, ps := range w.subs {
+		switch {
+		case ps == nil:
+		case errs[i] != nil && refused(errs[i]):
+			// The user may not subscribe: no wake-ups from this master.
+			_ = ps.Close()
+			w.subs[i] = nil
+			if w.err == nil {
+				w.err = &NodeError{Node: w.r.nodes[i].Name(), Err: errs[i]}
+			}
+		default:
+			// Confirmed, or not yet (a master down): go-redis keeps
+			// reconnecting and subscribing again until Close.
+			if errs[i] == nil {
+				w.live.Store(true)
+			}
+			msgs := ps.ChannelWithSubscriptions()
+			w.readers.Go(func() {
+				for m := range msgs {
+					switch m := m.(type) {
+					case *redis.Message:
+						w.r.waiters.wake(m.Payload)
+					case *redis.Subscription:
+						w.live.Store(true) // a master that was down subscribed
+					}
+				}
+			})
+		}
+	}
+}
+
+// refused reports whether err is a master's refusal (an ACL's NOPERM, an
+// unknown command) rather than a network failure that a reconnect mends.
+func refused(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "NOPERM") || strings.HasPrefix(s, "ERR ")
+}
+
+// close closes the subscriptions and waits for their readers.
+func (w *wakeups) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.started = true // none after Close
+	for _, ps := range w.subs {
+		if ps != nil {
+			_ = ps.Close()
+		}
+	}
+	w.readers.Wait()
+}

@@ -1,0 +1,254 @@
+package redlock
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock/redlock/internal/redistest"
+)
+
+// waitQueued waits until a goroutine of r waits for key (its first
+// attempt failed).
+func waitQueued(t testing.TB, r *Redlock, key string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for queued, _ := r.waiters.peek(key); !queued; queued, _ = r.waiters.peek(key) {
+		if time.Now().After(deadline) {
+			t.Fatal("no goroutine waits for the key after 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// lockAsync runs r.Lock(key) in a goroutine and returns a channel that gets
+// the lock (nil on error) and the time it was obtained.
+func lockAsync(t testing.TB, ctx context.Context, r *Redlock, key string, opts ...Option) <-chan obtained {
+	ch := make(chan obtained, 1)
+	go func() {
+		l, err := r.Lock(ctx, key, opts...)
+		ch <- obtained{l, err, time.Now()}
+	}()
+	return ch
+}
+
+type obtained struct {
+	l   *Lock
+	err error
+	at  time.Time
+}
+
+// TestWakeAcrossRedlocks: a goroutine of another Redlock (as in another
+// process) waiting for a key takes it about a round trip after the holder
+// releases it, not after its backoff (1 s or more here).
+func TestWakeAcrossRedlocks(t *testing.T) {
+	holder := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
+	waiter := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
+	ctx := context.Background()
+	for _, owned := range []bool{false, true} {
+		key := testKey(t)
+		var opts []Option
+		if owned {
+			opts = append(opts, WithOwner("A"))
+		}
+		l := mustLock(t, holder, key, opts...)
+		got := lockAsync(t, ctx, waiter, key, WithBackoff(2*time.Second, 2*time.Second))
+		waitQueued(t, waiter, key)
+		time.Sleep(100 * time.Millisecond) // the waiter sleeps its backoff now
+		released := time.Now()
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		o := <-got
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+		if d := o.at.Sub(released); d > 300*time.Millisecond {
+			t.Errorf("owned %v: the waiting Redlock took the key %v after the release; its backoff was at least 1s, a wake-up takes a round trip", owned, d)
+		}
+		if err := o.l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// setCalls sums the SET calls the masters served (INFO commandstats): one
+// per master and acquire attempt.
+func setCalls(t testing.TB, cs []*redis.Client) int64 {
+	t.Helper()
+	var total int64
+	for _, c := range cs {
+		info, err := c.Info(context.Background(), "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(info) {
+			if rest, ok := strings.CutPrefix(line, "cmdstat_set:calls="); ok {
+				n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+				total += n
+			}
+		}
+	}
+	return total
+}
+
+// TestWakeOneAtATime: with many Redlocks waiting, a release wakes one of
+// them per master, not all: within the backoff, at most one attempt per
+// master follows the release, and one Redlock takes the key.
+func TestWakeOneAtATime(t *testing.T) {
+	cl := redistest.StartT(t, 5, redistest.Options{})
+	cs := clients(t, cl.Addrs())
+	holder := newRedlock(t, nodesOf(t, cs))
+	key := testKey(t)
+	l := mustLock(t, holder, key)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const waiting = 12
+	gots := make([]<-chan obtained, waiting)
+	for i := range gots {
+		r := newRedlock(t, nodesOf(t, clients(t, cl.Addrs())))
+		gots[i] = lockAsync(t, ctx, r, key, WithBackoff(3*time.Second, 3*time.Second))
+		waitQueued(t, r, key)
+	}
+	time.Sleep(100 * time.Millisecond)
+	before := setCalls(t, cs)
+	if err := l.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var winner obtained
+	select {
+	case winner = <-merge(gots):
+	case <-time.After(time.Second):
+		t.Fatal("no waiting Redlock took the key within 1s of the release")
+	}
+	if winner.err != nil {
+		t.Fatal(winner.err)
+	}
+	time.Sleep(200 * time.Millisecond) // the other woken ones' attempts
+	attempts := (setCalls(t, cs) - before) / int64(len(cs))
+	t.Logf("%d waiting Redlocks: %d attempts after one release", waiting, attempts)
+	if attempts > int64(len(cs)) {
+		t.Errorf("%d attempts followed one release with %d Redlocks waiting; want at most one per master (%d)", attempts, waiting, len(cs))
+	}
+	_ = winner.l.Unlock(context.Background())
+	cancel()
+}
+
+// merge forwards the first value of any of chs.
+func merge(chs []<-chan obtained) <-chan obtained {
+	out := make(chan obtained, len(chs))
+	for _, ch := range chs {
+		go func() { out <- <-ch }()
+	}
+	return out
+}
+
+// TestWakeSkipsWaitersGone: a Redlock whose waiter gave up, one that was
+// closed while it waited, and one whose process died (its channel still
+// queued, nobody listening) are not woken in place of one still waiting.
+func TestWakeSkipsWaitersGone(t *testing.T) {
+	for _, gone := range []string{"gave up", "closed", "died"} {
+		t.Run(gone, func(t *testing.T) {
+			holder := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
+			key := testKey(t)
+			l := mustLock(t, holder, key)
+			first := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
+			fctx, stop := context.WithCancel(context.Background())
+			defer stop()
+			quit := lockAsync(t, fctx, first, key, WithBackoff(3*time.Second, 3*time.Second))
+			waitQueued(t, first, key)
+			time.Sleep(50 * time.Millisecond) // queued on the masters
+			second := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
+			got := lockAsync(t, context.Background(), second, key, WithBackoff(3*time.Second, 3*time.Second))
+			waitQueued(t, second, key)
+			switch gone {
+			case "gave up":
+				stop()
+			case "closed":
+				first.Close()
+			case "died":
+				// Queue a channel nobody listens on ahead of second.
+				for _, c := range clients(t, masters.Addrs()) {
+					if err := c.LPush(context.Background(), WaitKey(key), "redlock:wake:died").Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				stop()
+			}
+			if o := <-quit; o.err == nil {
+				t.Fatal("the first waiter took the key")
+			}
+			settle(first)
+			time.Sleep(50 * time.Millisecond)
+			released := time.Now()
+			if err := l.Unlock(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			o := <-got
+			if o.err != nil {
+				t.Fatal(o.err)
+			}
+			if d := o.at.Sub(released); d > 300*time.Millisecond {
+				t.Errorf("the waiting Redlock took the key %v after the release: the wake-up went to the one that %s", d, gone)
+			}
+			_ = o.l.Unlock(context.Background())
+		})
+	}
+}
+
+// TestWakeSurvivesBrokenSubscriptions: when the masters drop the
+// subscription connections while a Redlock waits, it still takes the key
+// (by its backoff), and once go-redis has subscribed again, a release wakes
+// it again.
+func TestWakeSurvivesBrokenSubscriptions(t *testing.T) {
+	cs := clients(t, masters.Addrs())
+	holder := newRedlock(t, nodesOf(t, cs))
+	waiter := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
+	ctx := context.Background()
+
+	key := testKey(t)
+	l := mustLock(t, holder, key)
+	got := lockAsync(t, ctx, waiter, key, WithBackoff(400*time.Millisecond, 400*time.Millisecond))
+	waitQueued(t, waiter, key)
+	for _, c := range cs {
+		if err := c.ClientKillByFilter(ctx, "TYPE", "pubsub").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o := <-got
+	if o.err != nil {
+		t.Fatalf("waiter with its subscriptions dropped: %v", o.err)
+	}
+	_ = o.l.Unlock(ctx)
+
+	// go-redis subscribes again (its reader retries within 100 ms, and its
+	// health check pings every 3 s at most).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		key := testKey(t)
+		l := mustLock(t, holder, key)
+		got := lockAsync(t, ctx, waiter, key, WithBackoff(2*time.Second, 2*time.Second))
+		waitQueued(t, waiter, key)
+		time.Sleep(50 * time.Millisecond)
+		released := time.Now()
+		_ = l.Unlock(ctx)
+		o := <-got
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+		_ = o.l.Unlock(ctx)
+		if o.at.Sub(released) < 300*time.Millisecond {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no wake-up 10s after the subscriptions were dropped")
+		}
+	}
+}
