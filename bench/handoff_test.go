@@ -1,0 +1,227 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock/redlock"
+)
+
+// BenchmarkHandOff is contenders taking turns on one key over 5 masters,
+// each with Lock, an empty critical section and Unlock: as goroutines of one
+// Redlock (redlocks=1/goroutines=8: this process's FIFO hands the key on), or
+// each with a Redlock of its own (redlocks=R/goroutines=1, as R processes
+// would be: the masters' wake-ups hand it on). An op is one critical
+// section. It reports critical sections per second, the 99th percentile of
+// the wait from calling Lock to holding the lock, the largest share of the
+// critical sections one contender ran, and the wasted attempts per hand-off:
+// acquire attempts that did not take the key (each followed by a
+// rollback), counted from the SET calls the masters served.
+func BenchmarkHandOff(b *testing.B) {
+	for _, c := range []struct{ redlocks, goroutines int }{{1, 8}, {8, 1}, {2, 1}, {32, 1}} {
+		b.Run(fmt.Sprintf("redlocks=%d/goroutines=%d/nodes=5", c.redlocks, c.goroutines), func(b *testing.B) {
+			libs := make([]*redlockLib, c.redlocks)
+			for i := range libs {
+				libs[i] = newRedlock(b, newClients(b, addrs(5)))
+			}
+			handOff(b, libs, c.goroutines)
+		})
+	}
+}
+
+// handOffStats is what one run of contenders measured.
+type handOffStats struct {
+	Sections int64           // critical sections run
+	Waits    []time.Duration // from calling Lock to holding the lock, one per section
+	Wins     []int64         // sections per contender
+}
+
+// contend runs goroutines per Redlock of libs on key until left runs out
+// (or, with left nil, until stop), checking that no two hold it at once.
+func contend(ctx context.Context, libs []*redlockLib, goroutines int, key string, left *atomic.Int64) (handOffStats, error) {
+	var (
+		mu     sync.Mutex
+		st     handOffStats
+		inside atomic.Int32
+		fail   error
+		wg     sync.WaitGroup
+	)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st.Wins = make([]int64, len(libs)*goroutines)
+	for i, l := range libs {
+		for g := range goroutines {
+			who := i*goroutines + g
+			wg.Go(func() {
+				var waits []time.Duration
+				defer func() {
+					mu.Lock()
+					st.Waits = append(st.Waits, waits...)
+					mu.Unlock()
+				}()
+				for left == nil || left.Load() > 0 {
+					start := time.Now()
+					h, err := l.lock(ctx, key)
+					if err != nil {
+						return // ctx ended
+					}
+					waits = append(waits, time.Since(start))
+					if inside.Add(1) != 1 {
+						mu.Lock()
+						fail = fmt.Errorf("two holders at once")
+						mu.Unlock()
+					}
+					if left == nil || left.Add(-1) >= 0 {
+						mu.Lock()
+						st.Wins[who]++
+						st.Sections++
+						mu.Unlock()
+					}
+					inside.Add(-1)
+					if err := h.unlock(context.Background()); err != nil {
+						mu.Lock()
+						fail = err
+						mu.Unlock()
+					}
+					if left != nil && left.Load() <= 0 {
+						cancel() // end the others' waits
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	return st, fail
+}
+
+func handOff(b *testing.B, libs []*redlockLib, goroutines int) {
+	key := newKey(b)
+	admin := newClients(b, addrs(5))
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	before := setCalls(b, admin)
+	b.ResetTimer()
+	start := time.Now()
+	st, err := contend(context.Background(), libs, goroutines, key, &left)
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	attempts := float64(setCalls(b, admin)-before) / 5
+	reportHandOff(b, st, elapsed, attempts)
+}
+
+func reportHandOff(b *testing.B, st handOffStats, elapsed time.Duration, attempts float64) {
+	slices.Sort(st.Waits)
+	p99 := st.Waits[(len(st.Waits)*99)/100]
+	b.ReportMetric(float64(st.Sections)/elapsed.Seconds(), "cs/s")
+	b.ReportMetric(float64(p99)/1e6, "p99-wait-ms")
+	b.ReportMetric(100*float64(slices.Max(st.Wins))/float64(st.Sections), "maxshare-%")
+	b.ReportMetric((attempts-float64(len(st.Waits)))/float64(st.Sections), "wasted/handoff")
+}
+
+// setCalls sums the SET calls the masters served: one per master and
+// acquire attempt (INFO commandstats).
+func setCalls(b testing.TB, cs []*redis.Client) int64 {
+	var total int64
+	for _, c := range cs {
+		info, err := c.Info(context.Background(), "commandstats").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for line := range strings.Lines(info) {
+			if rest, ok := strings.CutPrefix(line, "cmdstat_set:calls="); ok {
+				n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+				total += n
+			}
+		}
+	}
+	return total
+}
+
+// BenchmarkHandOffProcesses is BenchmarkHandOff with 4 OS processes × 2
+// goroutines (this test binary run again as a child, each with one
+// Redlock), for 3 s whatever b.N: the figures are its metrics.
+func BenchmarkHandOffProcesses(b *testing.B) {
+	const procs, goroutines, run = 4, 2, 3 * time.Second
+	b.Run("procs=4/goroutines=2/nodes=5", func(b *testing.B) {
+		key := newKey(b)
+		admin := newClients(b, addrs(5))
+		before := setCalls(b, admin)
+		until := time.Now().Add(500 * time.Millisecond) // the children start meanwhile
+		cmds := make([]*exec.Cmd, procs)
+		outs := make([]strings.Builder, procs)
+		for i := range cmds {
+			cmds[i] = exec.Command(os.Args[0], "-test.run", "^TestHandOffChild$", "-test.v")
+			cmds[i].Env = append(os.Environ(), "HANDOFF_CHILD="+strings.Join([]string{
+				strings.Join(addrs(5), ","), key, strconv.Itoa(goroutines),
+				strconv.FormatInt(until.UnixNano(), 10), strconv.FormatInt(until.Add(run).UnixNano(), 10)}, ";"))
+			cmds[i].Stdout = &outs[i]
+			if err := cmds[i].Start(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		var all handOffStats
+		for i, cmd := range cmds {
+			if err := cmd.Wait(); err != nil {
+				b.Fatalf("child %d: %v\n%s", i, err, outs[i].String())
+			}
+			var st handOffStats
+			line := outs[i].String()
+			j := strings.Index(line, "HANDOFF ")
+			if j < 0 {
+				b.Fatalf("child %d reported nothing:\n%s", i, line)
+			}
+			if err := json.NewDecoder(strings.NewReader(line[j+len("HANDOFF "):])).Decode(&st); err != nil {
+				b.Fatal(err)
+			}
+			all.Sections += st.Sections
+			all.Waits = append(all.Waits, st.Waits...)
+			all.Wins = append(all.Wins, st.Wins...)
+		}
+		attempts := float64(setCalls(b, admin)-before) / 5
+		reportHandOff(b, all, run, attempts)
+	})
+}
+
+// TestHandOffChild is BenchmarkHandOffProcesses's child: it contends from
+// the start time given until the end, and prints its stats.
+func TestHandOffChild(t *testing.T) {
+	arg := os.Getenv("HANDOFF_CHILD")
+	if arg == "" {
+		t.Skip("run by BenchmarkHandOffProcesses")
+	}
+	f := strings.Split(arg, ";")
+	goroutines, _ := strconv.Atoi(f[2])
+	from, _ := strconv.ParseInt(f[3], 10, 64)
+	to, _ := strconv.ParseInt(f[4], 10, 64)
+	nodes := make([]redlock.Node, 0, 5)
+	for _, a := range strings.Split(f[0], ",") {
+		c := redis.NewClient(&redis.Options{Addr: a, ContextTimeoutEnabled: true})
+		defer c.Close()
+		nodes = append(nodes, redlock.NewNode(c))
+	}
+	l := redlockOver(t, nodes, nil)
+	time.Sleep(time.Until(time.Unix(0, from)))
+	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, to))
+	defer cancel()
+	st, err := contend(ctx, []*redlockLib{l}, goroutines, f[1], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := json.Marshal(st)
+	fmt.Printf("HANDOFF %s\n", out)
+}
