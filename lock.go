@@ -138,6 +138,9 @@ func (l *Lock) Unlock(ctx context.Context) error {
 
 	p := l.release(ctx, true)
 	ctxErr := p.collect(ctx)
+	if p.woke() {
+		l.r.wake.handedOff(l.key, l.cfg.maxBackoff)
+	}
 	t := &p.tallies[0]
 	if !now.Before(until) {
 		return notHeld(l.key, "validity ended %v before Unlock; the critical section may have overlapped another holder", now.Sub(until))

@@ -93,14 +93,16 @@ type Request struct {
 	Owner string
 	// Waiter, on OpRelease, is the releasing Redlock's wake-up channel: the
 	// release takes it off Key's queue of waiting Redlocks ([WaitKey]) and,
-	// when Wait is set, queues it again at the end, so that the next
-	// release of Key wakes it. Empty: no wake-ups. A Node that cannot
-	// deliver wake-ups may ignore both.
+	// when Place is not 0, queues it again at Place (smaller first), so that
+	// a release of Key that frees it wakes the first one queued. Empty: no
+	// wake-ups. A Node that cannot deliver wake-ups may ignore Waiter and
+	// Place, and leave Woke false.
 	Waiter string
-	Wait   bool
+	Place  int64
 
 	OK    bool
 	Fence uint64 // OpAcquireFenced: the fence counter when OK
+	Woke  bool   // OpRelease: it freed the key and woke a waiting Redlock
 	Err   error
 
 	// Key, Value and TTL in milliseconds as interface values, made once for
@@ -265,17 +267,9 @@ func command(ctx context.Context, q *Request) redis.Cmder {
 	case OpExtend:
 		return redis.NewCmd(ctx, "eval", extendSrc, 1, key, value, ms)
 	case OpRelease:
-		return redis.NewCmd(ctx, "eval", releaseSrc, 2, key, WaitKey(q.Key), value, q.Waiter, waitFlag(q))
+		return redis.NewCmd(ctx, "eval", releaseSrc, 2, key, WaitKey(q.Key), value, q.Waiter, q.Place)
 	}
 	return unknownOp(q)
-}
-
-// waitFlag is the scripts' argument for q.Wait.
-func waitFlag(q *Request) any {
-	if q.Wait {
-		return "1"
-	}
-	return "0"
 }
 
 // holdCommand is the command of q, a step of an owned hold (hold.lua).
@@ -290,7 +284,7 @@ func holdCommand(ctx context.Context, q *Request, key, value, ms any) redis.Cmde
 	case OpExtend:
 		return redis.NewCmd(ctx, "eval", holdSrc, 1, key, "extend", value, ms)
 	case OpRelease:
-		return redis.NewCmd(ctx, "eval", holdSrc, 2, key, WaitKey(q.Key), "release", value, q.Waiter, waitFlag(q))
+		return redis.NewCmd(ctx, "eval", holdSrc, 2, key, WaitKey(q.Key), "release", value, q.Waiter, q.Place)
 	}
 	return unknownOp(q)
 }
@@ -318,6 +312,10 @@ func readReply(q *Request, cmd redis.Cmder) {
 		if q.Op == OpAcquireFenced {
 			q.Fence, q.Err = fence(q.Key, c.Val(), c.Err())
 			q.OK = q.Err == nil && q.Fence > 0
+			return
+		}
+		if q.Op == OpRelease {
+			q.OK, q.Woke, q.Err = released(c.Result())
 			return
 		}
 		q.OK, q.Err = flag(c.Result())

@@ -146,6 +146,16 @@ func (p *phase) count(j int) int {
 	return 0
 }
 
+// woke reports whether a collected release woke a waiting Redlock.
+func (p *phase) woke() bool {
+	for i := range p.calls {
+		if p.calls[i].answered && p.calls[i].Woke {
+			return true
+		}
+	}
+	return false
+}
+
 // tally counts the replies of one key in a phase towards a quorum decision.
 type tally struct {
 	n, quorum                  int
@@ -193,9 +203,9 @@ func (t *tally) error(op, key string) *QuorumError {
 // may retry a SET whose first try landed and see its retry refused by our
 // own value, and a SET that timed out may have landed.
 //
-// With queue, the rollback also queues this Redlock for the key's next
-// release (see [wakeups]).
-func (r *Redlock) acquire(ctx context.Context, key string, cfg *config, queue bool) (*Lock, error) {
+// With place not 0, the rollback also queues this Redlock at place for the
+// key's next release (see [wakeups]).
+func (r *Redlock) acquire(ctx context.Context, key string, cfg *config, place int64) (*Lock, error) {
 	start := r.clock.Now()
 	op := OpAcquire
 	if cfg.fencing {
@@ -211,12 +221,12 @@ func (r *Redlock) acquire(ctx context.Context, key string, cfg *config, queue bo
 	ctxErr := p.collect(ctx)
 	t := &p.tallies[0]
 	if ctxErr != nil || !t.won() {
-		l.rollback(ctx, queue)
+		l.rollback(ctx, place)
 		return nil, joinCtx(t.error(opAcquire, key), ctxErr)
 	}
 	until, left, valid := cfg.deadline(start, r.clock.Now())
 	if !valid {
-		l.rollback(ctx, queue)
+		l.rollback(ctx, place)
 		qe := t.error(opAcquire, key)
 		qe.Late, qe.Validity = true, left
 		return nil, qe
@@ -224,7 +234,7 @@ func (r *Redlock) acquire(ctx context.Context, key string, cfg *config, queue bo
 	l.until = until
 	if cfg.fencing {
 		if err := l.confirmFence(ctx, t.token); err != nil {
-			l.rollback(ctx, queue)
+			l.rollback(ctx, place)
 			return nil, err
 		}
 	}
@@ -310,17 +320,20 @@ func (l *Lock) deadlineLocked(now, by time.Time, nodeTimeout time.Duration) (tim
 // Redlocks on the masters, and wakes the next one when it frees the key; a
 // rollback with queue puts this Redlock back at the end (see [wakeups]).
 func (l *Lock) release(ctx context.Context, unlock bool) *phase {
-	return l.releasing(ctx, unlock, false)
+	return l.releasing(ctx, unlock, 0)
 }
 
-// rollback undoes a failed attempt (see release).
-func (l *Lock) rollback(ctx context.Context, queue bool) { l.releasing(ctx, false, queue) }
+// rollback undoes a failed attempt (see release), queueing this Redlock at
+// place for the key's wake-ups unless place is 0.
+func (l *Lock) rollback(ctx context.Context, place int64) { l.releasing(ctx, false, place) }
 
-func (l *Lock) releasing(ctx context.Context, unlock, queue bool) *phase {
+func (l *Lock) releasing(ctx context.Context, unlock bool, place int64) *phase {
 	deadline, _ := l.nextDeadline(time.Time{})
 	q := l.request(OpRelease, 0, 0)
 	q.Waiter, _ = l.r.wake.name()
-	q.Wait = queue && q.Waiter != ""
+	if q.Waiter != "" {
+		q.Place = place
+	}
 	p := l.r.startPhase(ctx, deadline, unlock, q)
 	if unlock {
 		l.r.waiters.wake(l.key)
@@ -330,13 +343,16 @@ func (l *Lock) releasing(ctx context.Context, unlock, queue bool) *phase {
 
 // unqueue takes this Redlock off key's queue of waiting Redlocks on every
 // master, in the background: its last goroutine waiting for key gave up.
-func (r *Redlock) unqueue(key string, cfg *config) {
+func (r *Redlock) unqueue(key string, nodeTimeout time.Duration) {
 	channel, _ := r.wake.name()
-	if channel == "" {
+	if channel == "" || r.closed.Load() {
 		return
 	}
+	if nodeTimeout <= 0 {
+		nodeTimeout = DefaultNodeTimeout
+	}
 	// Value "" is no holder's: the release deletes nothing.
-	r.startPhase(context.Background(), time.Now().Add(cfg.nodeTimeout), false,
+	r.startPhase(context.Background(), time.Now().Add(nodeTimeout), false,
 		Request{Op: OpRelease, Key: key, Waiter: channel})
 }
 

@@ -165,12 +165,16 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, 
 	// [waiters]); w is our place in that queue once we wait too.
 	backoff := cfg.minBackoff
 	var w *waiter
-	// queued: an attempt's rollback queued this Redlock for the key's
-	// wake-ups on the masters (see [wakeups]); won: the call took the lock.
-	var queued, won bool
+	// remote: this call queued the Redlock for the key's wake-ups on the
+	// masters (see [wakeups]); won: the call took the lock.
+	var remote, won bool
+	// ticket is this call's place in the key's queues on the masters: when
+	// it started, so that every master keeps the waiting Redlocks in the
+	// same order (an order only: wall-clock time is never used for validity).
+	ticket := time.Now().UnixMicro()
 	defer func() {
-		if w != nil && r.waiters.leave(key, w) && queued && !won {
-			r.unqueue(key, &cfg) // the last local waiter gave up
+		if w != nil && r.waiters.leave(key, w) && remote && !won {
+			r.unqueue(key, cfg.nodeTimeout) // the last local waiter gave up
 		}
 	}()
 	queued, released := r.waiters.peek(key)
@@ -187,11 +191,30 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, 
 		if r.closed.Load() {
 			return nil, errors.Join(ErrNotObtained, ErrClosed)
 		}
+	} else if channel := r.yield(key, &cfg); channel != "" {
+		// This Redlock's last release of key woke another Redlock, which is
+		// taking it now: trying at once would race it (split votes, both
+		// rolled back). Queue behind the Redlocks waiting before us instead,
+		// and wait for our wake-up (or the backoff, if it does not come).
+		r.startPhase(context.WithoutCancel(ctx), time.Now().Add(cfg.nodeTimeout), false,
+			Request{Op: OpRelease, Key: key, Waiter: channel, Place: ticket})
+		remote = true
+		w, _ = r.waiters.join(key, released)
+		if !w.wait(ctx.Done(), r.closing, jitter(cfg.maxBackoff)) {
+			return nil, joinCtx(ErrNotObtained, ctx.Err())
+		}
+		if r.closed.Load() {
+			return nil, errors.Join(ErrNotObtained, ErrClosed)
+		}
 	}
 	for n := 1; ; n++ {
 		_, listening := r.wake.name()
-		l, err := r.acquire(ctx, key, &cfg, listening)
-		queued = queued || listening
+		var place int64
+		if listening {
+			place = ticket
+		}
+		l, err := r.acquire(ctx, key, &cfg, place)
+		remote = remote || listening
 		if err == nil {
 			won = true
 			return l, nil
@@ -227,6 +250,17 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, 
 	}
 }
 
+// yield returns the channel to queue under when a Lock call on key should
+// let another Redlock go first (see [wakeups.yield]), or "".
+func (r *Redlock) yield(key string, cfg *config) string {
+	if cfg.owner != "" || !r.wake.yield(key) {
+		return ""
+	}
+	r.wake.start(cfg.nodeTimeout) // a Redlock that never waited listens now
+	channel, _ := r.wake.name()
+	return channel
+}
+
 // jitter draws a pause at random from [d/2, d], so contending clients spread out.
 func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) }
 
@@ -237,7 +271,7 @@ func (r *Redlock) TryLock(ctx context.Context, key string, opts ...Option) (*Loc
 	if err != nil {
 		return nil, err
 	}
-	return r.acquire(ctx, key, &cfg, false)
+	return r.acquire(ctx, key, &cfg, 0)
 }
 
 // Do acquires the lock on key (waiting and retrying as [Redlock.Lock] does),

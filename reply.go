@@ -96,3 +96,16 @@ func show(v any) string {
 	}
 	return s
 }
+
+// released reads the release scripts' reply: bit 1 when the key (or the
+// hold) was ours and is gone, bit 2 when the release woke a waiting Redlock.
+func released(v any, err error) (ok, woke bool, _ error) {
+	n, err := scriptInt(v, err)
+	if err != nil {
+		return false, false, err
+	}
+	if n < 0 || n > 3 {
+		return false, false, badReplyf("release script answered %d, want 0 to 3", n)
+	}
+	return n&1 != 0, n&2 != 0, nil
+}

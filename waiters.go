@@ -29,6 +29,9 @@ import (
 type waiters struct {
 	mu   sync.Mutex           // guards everything below
 	keys map[string][]*waiter // FIFO per key; a key with no waiter has no entry
+	// freed marks, per key with waiters, the masters whose wake-ups came
+	// since the waiters were last woken (see wakeFrom).
+	freed map[string][]bool
 	// releases counts local releases by a hash of the key, so that it takes
 	// no memory per key: a release of another key in the same slot only
 	// costs one early retry, as a spurious wake-up would.
@@ -90,6 +93,7 @@ func (ws *waiters) leave(key string, w *waiter) (last bool) {
 		q = append(q[:i], q[i+1:]...)
 		if len(q) == 0 {
 			delete(ws.keys, key)
+			delete(ws.freed, key)
 			return true
 		}
 		ws.keys[key] = q
@@ -127,6 +131,42 @@ func (ws *waiters) wake(key string) {
 	if q := ws.keys[key]; len(q) > 0 {
 		notify(q[0])
 	}
+}
+
+// wakeFrom is wake for a wake-up from master i of n: another Redlock's
+// release freed key there. The waiters are woken when a quorum (need) of
+// masters did since the last time: their attempt can then succeed, where
+// trying on the first could find the key still held on the slower masters.
+// It reports false when no goroutine of this process waits for key.
+func (ws *waiters) wakeFrom(key string, i, n, need int) bool {
+	ws.mu.Lock()
+	if len(ws.keys[key]) == 0 {
+		ws.mu.Unlock()
+		return false
+	}
+	if ws.freed == nil {
+		ws.freed = make(map[string][]bool)
+	}
+	seen := ws.freed[key]
+	if seen == nil {
+		seen = make([]bool, n)
+		ws.freed[key] = seen
+	}
+	seen[i] = true
+	count := 0
+	for _, s := range seen {
+		if s {
+			count++
+		}
+	}
+	if count >= need {
+		clear(seen)
+	}
+	ws.mu.Unlock()
+	if count >= need {
+		ws.wake(key)
+	}
+	return true
 }
 
 func notify(w *waiter) {

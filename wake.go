@@ -42,6 +42,9 @@ type wakeups struct {
 	err     error           // the first master's refusal to subscribe
 	live    atomic.Bool     // a master confirmed the subscription
 	readers sync.WaitGroup  // the goroutines reading subs
+
+	handMu sync.Mutex           // guards handed
+	handed map[string]time.Time // keys whose release by this Redlock woke another, until when it yields
 }
 
 // subscriber is a Node that can deliver wake-ups: NewNode's.
@@ -113,7 +116,12 @@ func (w *wakeups) start(timeout time.Duration) {
 				for m := range msgs {
 					switch m := m.(type) {
 					case *redis.Message:
-						w.r.waiters.wake(m.Payload)
+						if !w.r.waiters.wakeFrom(m.Payload, i, len(w.subs), w.r.quorum) {
+							// Nobody here waits for the key any more, but
+							// this Redlock is still first in its queue:
+							// leave it, so the next is told.
+							w.r.unqueue(m.Payload, w.r.cfg.nodeTimeoutOpt)
+						}
 					case *redis.Subscription:
 						w.live.Store(true) // a master that was down subscribed
 					}
@@ -141,4 +149,34 @@ func (w *wakeups) close() {
 		}
 	}
 	w.readers.Wait()
+}
+
+// handedOff notes that this Redlock's release of key woke another Redlock:
+// its next Lock of key yields to it (see yield) for the next maxBackoff.
+func (w *wakeups) handedOff(key string, maxBackoff time.Duration) {
+	w.handMu.Lock()
+	defer w.handMu.Unlock()
+	now := time.Now()
+	if w.handed == nil {
+		w.handed = make(map[string]time.Time)
+	}
+	for k, until := range w.handed {
+		if now.After(until) {
+			delete(w.handed, k) // expired: the map only holds recent hand-offs
+		}
+	}
+	w.handed[key] = now.Add(maxBackoff)
+}
+
+// yield reports whether this Redlock recently handed key off to another,
+// and forgets it.
+func (w *wakeups) yield(key string) bool {
+	w.handMu.Lock()
+	defer w.handMu.Unlock()
+	until, ok := w.handed[key]
+	if !ok {
+		return false
+	}
+	delete(w.handed, key)
+	return time.Now().Before(until)
 }

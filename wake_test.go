@@ -173,7 +173,7 @@ func TestWakeSkipsWaitersGone(t *testing.T) {
 			case "died":
 				// Queue a channel nobody listens on ahead of second.
 				for _, c := range clients(t, masters.Addrs()) {
-					if err := c.LPush(context.Background(), WaitKey(key), "redlock:wake:died").Err(); err != nil {
+					if err := c.ZAdd(context.Background(), WaitKey(key), redis.Z{Score: 1, Member: "redlock:wake:died"}).Err(); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -250,5 +250,46 @@ func TestWakeSurvivesBrokenSubscriptions(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("no wake-up 10s after the subscriptions were dropped")
 		}
+	}
+}
+
+// TestReleaserYields: a Redlock whose Unlock woke a waiting Redlock, and
+// that locks the key again at once, lets the woken one take it first
+// instead of racing it (which it would win: its acquire follows its release
+// on the same connections), and gets it after.
+func TestReleaserYields(t *testing.T) {
+	a := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
+	b := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
+	ctx := context.Background()
+	for range 5 {
+		key := testKey(t)
+		l := mustLock(t, a, key)
+		got := lockAsync(t, ctx, b, key, WithBackoff(time.Second, time.Second))
+		waitQueued(t, b, key)
+		time.Sleep(50 * time.Millisecond)
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		again := lockAsync(t, ctx, a, key)
+		first := <-got
+		if first.err != nil {
+			t.Fatal(first.err)
+		}
+		select {
+		case o := <-again:
+			t.Fatalf("the releaser took the key again before the Redlock its release woke (err %v)", o.err)
+		default:
+		}
+		if err := first.l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		o := <-again
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+		if d := o.at.Sub(first.at); d > 300*time.Millisecond {
+			t.Errorf("the releaser got the key back %v after the woken Redlock took it; want a wake-up", d)
+		}
+		_ = o.l.Unlock(ctx)
 	}
 }

@@ -18,10 +18,11 @@
 --   fence   ARGV: value, token: while the hold is live, raise the counter
 --           to at least token and make token the owner's. Returns 1, or 0.
 --   extend  ARGV: value, ttl ms: reset the hold's expiry while it is live.
---   release ARGV: value, wake-up channel, '1' to queue it (KEYS[2]: the
---           key's queue of waiting Redlocks): drop the hold; the key goes
---           with its last hold, and then wakes a waiting Redlock as
---           release.lua does. Returns 1 when the hold was live, else 0.
+--   release ARGV: value, wake-up channel, place in the queue or '0'
+--           (KEYS[2]: the key's queue of waiting Redlocks): drop the hold;
+--           the key goes with its last hold, and then wakes a waiting
+--           Redlock as release.lua does. Returns 1 when the hold was live,
+--           plus 2 when a Redlock was woken.
 --
 -- Numbers are written with %.0f (see acquire_fenced.lua).
 local key, op, value = KEYS[1], ARGV[1], ARGV[2]
@@ -151,30 +152,32 @@ if op == 'release' then
     freed = last == 0
   end
   -- Wake-ups, as in release.lua.
-  local channel = ARGV[3]
+  local channel, woke = ARGV[3], 0
   if channel ~= '' then
-    redis.pcall('LREM', KEYS[2], 0, channel)
+    redis.pcall('ZREM', KEYS[2], channel)
   end
   if freed then
     for _ = 1, 8 do
-      local w = redis.pcall('LPOP', KEYS[2])
-      if type(w) ~= 'string' then
+      local w = redis.pcall('ZRANGE', KEYS[2], 0, 0)
+      if type(w) ~= 'table' or #w == 0 then
         break
       end
-      local got = redis.pcall('PUBLISH', w, key)
+      local got = redis.pcall('PUBLISH', w[1], key)
       if type(got) == 'number' and got > 0 then
+        woke = 2
         break
       end
+      redis.pcall('ZREM', KEYS[2], w[1])
     end
   end
-  if ARGV[4] == '1' then
-    redis.pcall('RPUSH', KEYS[2], channel)
+  if ARGV[4] ~= '0' then
+    redis.pcall('ZADD', KEYS[2], ARGV[4], channel)
     redis.pcall('PEXPIRE', KEYS[2], 60000)
   end
   if was then
-    return 1
+    return 1 + woke
   end
-  return 0
+  return woke
 end
 
 return redis.error_reply('hold.lua: unknown step ' .. tostring(op))
