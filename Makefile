@@ -1,12 +1,21 @@
 # The README's commands. `make test` is what CI runs.
 GO ?= go
 
-.PHONY: test vet
-test: vet
+.PHONY: test vet chaos redis-server
+test: vet redis-server
 	# Packages one at a time (-p 1): on 2 cores the root package's tests
 	# running alongside the chaos scenarios starved them once (no acquire both
 	# started and ended inside a 1.5 s fault).
 	$(GO) test -race -count=1 -timeout 15m -p 1 ./...
+
+# Every scenario of the chaos harness, on masters it starts itself.
+chaos: redis-server
+	$(GO) run ./cmd/redlock chaos
+
+# The tests and the harness start their own redis-server processes: install
+# it when missing (root with apt-get), or stop with the command to run.
+redis-server:
+	@bash .ci/need-redis-server
 
 vet:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
