@@ -79,8 +79,9 @@ type Redlock struct {
 	// when the caller owns them (New).
 	closeClients func() error
 	closeOnce    sync.Once
-	closeErr     error   // closeClients' result, set inside closeOnce
-	waiters      waiters // this process's goroutines waiting in Lock, per key
+	closeErr     error    // closeClients' result, set inside closeOnce
+	waiters      waiters  // this process's goroutines waiting in Lock, per key
+	obs          Observer // WithObserver's; nil when none
 }
 
 // New returns a Redlock over the given masters, with opts as the defaults of
@@ -116,6 +117,7 @@ func New(nodes []Node, opts ...Option) (*Redlock, error) {
 		nodes:   append([]Node(nil), nodes...),
 		quorum:  len(nodes)/2 + 1,
 		cfg:     cfg,
+		obs:     cfg.observer,
 		clock:   systemClock{},
 		closing: make(chan struct{}),
 	}
@@ -148,10 +150,16 @@ func (r *Redlock) Nodes() []Node { return append([]Node(nil), r.nodes...) }
 // The error wraps [ErrNotObtained] and, when ctx ended the wait, ctx's error;
 // errors.As with a [*QuorumError] gives the last attempt's counts and per-node
 // errors.
-func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
+func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (_ *Lock, err error) {
 	cfg, err := r.callConfig(key, opts)
 	if err != nil {
 		return nil, err
+	}
+	var held *Lock
+	if r.obs != nil {
+		var c *Call
+		ctx, c = r.startCall(ctx, CallLock, key)
+		defer func() { r.endCall(ctx, c, cfg.attempt, held, err) }()
 	}
 	// Goroutines of this process already waiting for key go first (see
 	// [waiters]); w is our place in that queue once we wait too.
@@ -176,8 +184,10 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, 
 		}
 	}
 	for n := 1; ; n++ {
+		cfg.attempt = n
 		l, err := r.acquire(ctx, key, &cfg)
 		if err == nil {
+			held = l
 			return l, nil
 		}
 		if ctx.Err() != nil || (cfg.maxAttempts > 0 && n >= cfg.maxAttempts) {
@@ -207,10 +217,15 @@ func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) }
 
 // TryLock makes one attempt to acquire the lock on key. The error wraps
 // [ErrNotObtained] when the key is held elsewhere or too few masters answered.
-func (r *Redlock) TryLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
+func (r *Redlock) TryLock(ctx context.Context, key string, opts ...Option) (l *Lock, err error) {
 	cfg, err := r.callConfig(key, opts)
 	if err != nil {
 		return nil, err
+	}
+	if r.obs != nil {
+		var c *Call
+		ctx, c = r.startCall(ctx, CallTryLock, key)
+		defer func() { r.endCall(ctx, c, 1, l, err) }()
 	}
 	return r.acquire(ctx, key, &cfg)
 }
@@ -231,6 +246,11 @@ func (r *Redlock) TryLock(ctx context.Context, key string, opts ...Option) (*Loc
 func (r *Redlock) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) (err error) {
 	if fn == nil {
 		return configErr("fn", "fn must not be nil")
+	}
+	if r != nil && r.obs != nil {
+		var c *Call
+		ctx, c = r.startCall(ctx, CallDo, key)
+		defer func() { r.endCall(ctx, c, 0, nil, err) }()
 	}
 	opts = append(opts[:len(opts):len(opts)], WithAutoExtend())
 	l, err := r.Lock(ctx, key, opts...)
@@ -297,6 +317,7 @@ func (r *Redlock) callConfig(key string, opts []Option) (config, error) {
 	if len(opts) > 0 {
 		c := new(config) // the options see a copy on the heap; cfg stays off it
 		*c = cfg
+		c.inCall = true
 		for _, o := range opts {
 			if o == nil {
 				return config{}, configErr("options", "option is nil")
