@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"time"
@@ -16,7 +17,7 @@ import (
 type execArgs struct {
 	masters          []string
 	ttl, wait, grace time.Duration
-	fencing          bool
+	fencing, verbose bool
 	name             string
 	command          []string
 }
@@ -29,6 +30,7 @@ func cmdExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&a.wait, "wait", 0, "")
 	fs.DurationVar(&a.grace, "grace", 10*time.Second, "")
 	fs.BoolVar(&a.fencing, "fencing", false, "")
+	fs.BoolVar(&a.verbose, "verbose", false, "")
 	if status, done := parseFlags(fs, args, execUsage, stdout, stderr); done {
 		return status
 	}
@@ -43,6 +45,10 @@ func cmdExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	opts := []redlock.Option{redlock.WithTTL(a.ttl)}
 	if a.fencing {
 		opts = append(opts, redlock.WithFencing())
+	}
+	if a.verbose {
+		log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		opts = append(opts, redlock.WithObserver(redlock.NewSlogObserver(log)))
 	}
 	rl, err := redlock.NewFromURLs(a.masters, opts...)
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +28,7 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs := newFlagSet("status")
 	masters := fs.String("masters", "", "")
 	timeout := fs.Duration("timeout", time.Second, "")
+	asJSON := fs.Bool("json", false, "")
 	if status, done := parseFlags(fs, args, statusUsage, stdout, stderr); done {
 		return status
 	}
@@ -65,6 +67,9 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		})
 	}
 	_ = g.Wait() // every read returns nil
+	if *asJSON {
+		return reportJSON(stdout, name, states)
+	}
 	return report(stdout, name, states)
 }
 
@@ -114,12 +119,7 @@ func report(w io.Writer, name string, states []masterState) int {
 	}
 	tw.Flush()
 
-	best, most := "", 0
-	for v, k := range holders {
-		if k > most || (k == most && v < best) {
-			best, most = v, k
-		}
-	}
+	best, most := holder(holders)
 	switch {
 	case most >= quorum:
 		fmt.Fprintf(w, "%q is held: value %s on %d of %d masters (quorum %d)\n", name, best, most, n, quorum)
@@ -130,6 +130,70 @@ func report(w io.Writer, name string, states []masterState) int {
 	}
 	if answered < quorum {
 		fmt.Fprintf(w, "only %d of %d masters answered (quorum %d): check that they are up and reachable\n", answered, n, quorum)
+		return exitUnavailable
+	}
+	return exitOK
+}
+
+// holder returns the value most masters hold, and on how many.
+func holder(holders map[string]int) (best string, most int) {
+	for v, k := range holders {
+		if k > most || (k == most && v < best) {
+			best, most = v, k
+		}
+	}
+	return best, most
+}
+
+// statusJSON is status --json's report.
+type statusJSON struct {
+	Name     string       `json:"name"`
+	Quorum   int          `json:"quorum"`
+	Masters  []masterJSON `json:"masters"`
+	Answered int          `json:"answered"`
+	Holder   string       `json:"holder,omitempty"` // the value most masters hold
+	Holders  int          `json:"holders"`          // how many hold it
+	Held     bool         `json:"held"`             // holders >= quorum
+}
+
+type masterJSON struct {
+	Master string `json:"master"` // redacted
+	Value  string `json:"value,omitempty"`
+	PTTLms *int64 `json:"pttl_ms,omitempty"` // -1: no expiry; absent when the key is
+	Fence  string `json:"fence,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// reportJSON prints the report as one JSON object, and returns the same
+// exit status as report.
+func reportJSON(w io.Writer, name string, states []masterState) int {
+	out := statusJSON{Name: name, Quorum: len(states)/2 + 1, Masters: make([]masterJSON, len(states))}
+	holders := map[string]int{}
+	for i, s := range states {
+		m := &out.Masters[i]
+		m.Master = s.url
+		if s.err != nil {
+			m.Error = s.err.Error()
+			continue
+		}
+		out.Answered++
+		m.Fence = s.fence
+		if s.value != "" {
+			holders[s.value]++
+			m.Value = s.value
+			ms := s.pttl.Milliseconds()
+			if s.pttl < 0 {
+				ms = -1
+			}
+			m.PTTLms = &ms
+		}
+	}
+	out.Holder, out.Holders = holder(holders)
+	out.Held = out.Holders >= out.Quorum
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(out)
+	if out.Answered < out.Quorum {
 		return exitUnavailable
 	}
 	return exitOK
