@@ -131,7 +131,7 @@ func WithObserver(o Observer) Option {
 		case c.inCall:
 			c.fail(configErr("WithObserver", "an observer is set in New, for every call, not per call"))
 		default:
-			c.observer = o
+			c.observer = &o
 		}
 	}
 }
@@ -145,8 +145,8 @@ func (r *Redlock) startCall(ctx context.Context, op CallOp, key string) (context
 
 // endCall tells r's observer that call c returned err, with l when a lock
 // was taken.
-func (r *Redlock) endCall(ctx context.Context, c *Call, attempts int, l *Lock, err error) {
-	c.Duration, c.Attempts, c.Err = time.Since(c.Start), attempts, err
+func (r *Redlock) endCall(ctx context.Context, c *Call, attempts int32, l *Lock, err error) {
+	c.Duration, c.Attempts, c.Err = time.Since(c.Start), int(attempts), err
 	if l != nil {
 		c.Fence = l.token
 	}
@@ -157,7 +157,7 @@ func (r *Redlock) endCall(ctx context.Context, c *Call, attempts int, l *Lock, e
 // none), to r's observer, if any.
 func (r *Redlock) attempted(ctx context.Context, p *phase, key string, cfg *config, start time.Time, l *Lock, err error) {
 	if r.obs != nil {
-		e := &PhaseEvent{Op: PhaseAcquire, Key: key, Attempt: max(cfg.attempt, 1), Err: err}
+		e := &PhaseEvent{Op: PhaseAcquire, Key: key, Attempt: max(int(cfg.attempt), 1), Err: err}
 		if l != nil {
 			e.Fence, e.Validity = l.token, l.Until().Sub(r.clock.Now())
 		}
@@ -181,12 +181,12 @@ func (r *Redlock) phaseEvent(ctx context.Context, e *PhaseEvent, p *phase, k int
 			switch {
 			case !c.answered:
 			case c.Err != nil:
-				nr.Outcome, nr.Err, nr.Latency = Failed, c.Err, c.took
+				nr.Outcome, nr.Err, nr.Latency = Failed, c.Err, c.took-p.start
 				failed++
 			case c.OK:
-				nr.Outcome, nr.Latency = Succeeded, c.took
+				nr.Outcome, nr.Latency = Succeeded, c.took-p.start
 			default:
-				nr.Outcome, nr.Latency = Refused, c.took
+				nr.Outcome, nr.Latency = Refused, c.took-p.start
 			}
 		}
 		if t.failed > failed {

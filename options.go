@@ -35,10 +35,10 @@ type config struct {
 	maxBackoff     time.Duration
 	fencing        bool
 	autoExtend     bool
-	observer       Observer // New only (WithObserver)
-	inCall         bool     // the options are a call's, not New's
-	attempt        int      // the acquire attempt under way, from 1 (for the observer)
-	err            error    // the first invalid option
+	inCall         bool      // the options are a call's, not New's
+	attempt        int32     // the acquire attempt under way, from 1 (for the observer)
+	observer       *Observer // New only (WithObserver); a pointer keeps a Lock in its size class
+	err            error     // the first invalid option
 
 	// Set by resolved from the fields above and the TTL.
 	nodeTimeout time.Duration

@@ -23,11 +23,11 @@ type phase struct {
 	// replies carries the indexes of the calls whose reply is in, to
 	// collect; nil when nobody collects (a rollback).
 	replies chan int
-	pending atomic.Int32 // calls not answered yet
-	tallies []tally      // one per key; collect's alone
-	one     [1]tally     // tallies' array for a single key
-	oneCall [1]call      // calls' array for a single key and master
-	start   time.Time    // when the requests were queued; set only for an Observer
+	pending atomic.Int32  // calls not answered yet
+	tallies []tally       // one per key; collect's alone
+	one     [1]tally      // tallies' array for a single key
+	oneCall [1]call       // calls' array for a single key and master
+	start   time.Duration // when the requests were queued, after r.born; 0 without an Observer
 }
 
 // call is one master's request in a phase, queued in that master's lane.
@@ -36,7 +36,7 @@ type call struct {
 	p        *phase
 	at       int           // index in p.calls
 	answered bool          // collect counted the reply (collect's alone)
-	took     time.Duration // from p.start to the reply, when p.start is set
+	took     time.Duration // when the reply came, after r.born, when p.start is set
 }
 
 // startPhase sends one request per key in reqs to every master, all bounded
@@ -64,7 +64,7 @@ func (r *Redlock) startPhase(ctx context.Context, deadline time.Time, collected 
 	}
 	p.pending.Store(int32(len(p.calls)))
 	if r.obs != nil {
-		p.start = time.Now()
+		p.start = time.Since(r.born) + 1 // never 0
 	}
 	r.bg.Add(1)
 	for k := range reqs {
@@ -86,8 +86,8 @@ func (r *Redlock) startPhase(ctx context.Context, deadline time.Time, collected 
 // deliver takes c's reply from its lane.
 func (p *phase) deliver(c *call) {
 	checkReply(&c.Request)
-	if !p.start.IsZero() {
-		c.took = time.Since(p.start)
+	if p.start != 0 {
+		c.took = time.Since(p.r.born) + 1
 	}
 	if p.replies != nil {
 		p.replies <- c.at

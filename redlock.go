@@ -47,6 +47,7 @@ import (
 	crand "crypto/rand"
 	"encoding/base64"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -79,9 +80,10 @@ type Redlock struct {
 	// when the caller owns them (New).
 	closeClients func() error
 	closeOnce    sync.Once
-	closeErr     error    // closeClients' result, set inside closeOnce
-	waiters      waiters  // this process's goroutines waiting in Lock, per key
-	obs          Observer // WithObserver's; nil when none
+	closeErr     error     // closeClients' result, set inside closeOnce
+	waiters      waiters   // this process's goroutines waiting in Lock, per key
+	obs          Observer  // WithObserver's; nil when none
+	born         time.Time // phase timings are offsets from it (Observer only)
 }
 
 // New returns a Redlock over the given masters, with opts as the defaults of
@@ -117,9 +119,12 @@ func New(nodes []Node, opts ...Option) (*Redlock, error) {
 		nodes:   append([]Node(nil), nodes...),
 		quorum:  len(nodes)/2 + 1,
 		cfg:     cfg,
-		obs:     cfg.observer,
+		born:    time.Now(),
 		clock:   systemClock{},
 		closing: make(chan struct{}),
+	}
+	if cfg.observer != nil {
+		r.obs = *cfg.observer
 	}
 	r.lanes = make([]*lane, len(r.nodes))
 	for i, n := range r.nodes {
@@ -184,7 +189,7 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (_ *Lock
 		}
 	}
 	for n := 1; ; n++ {
-		cfg.attempt = n
+		cfg.attempt = int32(min(n, math.MaxInt32))
 		l, err := r.acquire(ctx, key, &cfg)
 		if err == nil {
 			held = l
