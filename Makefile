@@ -7,6 +7,8 @@ test: vet redis-server
 	# running alongside the chaos scenarios starved them once (no acquire both
 	# started and ended inside a 1.5 s fault).
 	$(GO) test -race -count=1 -timeout 15m -p 1 ./...
+	# ./... stops at nested modules: their tests run from their own dirs.
+	cd redlockotel && $(GO) test -race -count=1 -timeout 5m ./...
 
 # Every scenario of the chaos harness, on masters it starts itself.
 chaos: redis-server
@@ -20,3 +22,4 @@ redis-server:
 vet:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
+	cd redlockotel && $(GO) vet ./...
