@@ -31,7 +31,10 @@ func (quietLogger) Printf(context.Context, string, ...any) {}
 
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietLogger{})
-	os.Exit(redistest.Main(m, 2, redistest.Options{}, func(c *redistest.Cluster) { masters = c }))
+	os.Exit(redistest.Main(m, 2, redistest.Options{}, func(c *redistest.Cluster) {
+		masters = c
+		os.Setenv("REDLOCK_MASTERS", strings.Join(c.Addrs(), ",")) // for the example
+	}))
 }
 
 // setup returns a Redlock over three masters: two shared ones behind
