@@ -201,6 +201,10 @@ func TestObserverLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Wait for the acquire's last SET to land (Lock returned at a quorum).
+	for count(holders(t, cs, key), l.Value()) < len(cs) {
+		time.Sleep(time.Millisecond)
+	}
 	rec.take()
 	for _, c := range cs {
 		c.Del(context.Background(), key)

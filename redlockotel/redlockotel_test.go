@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +25,8 @@ import (
 )
 
 var masters *redistest.Cluster
+
+var runs atomic.Int64
 
 type quietLogger struct{}
 
@@ -91,7 +94,8 @@ func TestScriptedRun(t *testing.T) {
 	}
 	r, _, kill := setup(t, redlock.WithObserver(obs))
 	ctx, parent := tp.Tracer("test").Start(context.Background(), "test")
-	k1, k2, k3, k4 := t.Name()+":1", t.Name()+":2", t.Name()+":3", t.Name()+":4"
+	run := fmt.Sprintf("%s:%d", t.Name(), runs.Add(1)) // keys of this run only (-count)
+	k1, k2, k3, k4 := run+":1", run+":2", run+":3", run+":4"
 
 	l1, err := r.Lock(ctx, k1, redlock.WithFencing()) // obtained
 	must(t, err)
@@ -169,7 +173,7 @@ func TestScriptedRun(t *testing.T) {
 			attrs[a.Key] = a.Value.String()
 		}
 		lines = append(lines, fmt.Sprintf("%s parent=%s key=%s counts=%s/%s/%s of quorum %s status=%s phases=%s replies=%d fenced=%v",
-			s.Name(), byID[s.Parent().SpanID().String()], strings.TrimPrefix(attrs["redlock.key"], t.Name()),
+			s.Name(), byID[s.Parent().SpanID().String()], strings.TrimPrefix(attrs["redlock.key"], run),
 			attrs["redlock.succeeded"], attrs["redlock.refused"], attrs["redlock.failed"], attrs["redlock.quorum"],
 			s.Status().Code, strings.Join(phases, ","), replies, attrs["redlock.fence"] != ""))
 	}
