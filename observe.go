@@ -30,8 +30,9 @@ type Observer interface {
 	// Lost is called when a held lock is lost: auto-extend could not renew
 	// it, its validity ran out while its Done or Context was watched, or
 	// the Redlock was closed while renewing it. cause wraps [ErrLockLost].
-	// It is called with the lock's mutex held: it must not call the
-	// lock's methods.
+	//
+	// Lost, and Phase for an extend or renewal, are called with the lock's
+	// mutex held: they must not call the lock's methods.
 	Lost(key string, cause error)
 }
 
