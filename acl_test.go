@@ -194,7 +194,8 @@ func TestACLWakeups(t *testing.T) {
 	for _, user := range []string{"locker", "waker"} {
 		t.Run(user, func(t *testing.T) {
 			holder := userRedlock(t, c.Addrs(), user)
-			waiter := userRedlock(t, c.Addrs(), user)
+			rec := &recorder{}
+			waiter := userRedlock(t, c.Addrs(), user, WithObserver(rec))
 			key := testKey(t)
 			l := mustLock(t, holder, key)
 			got := lockAsync(t, ctx, waiter, key, WithBackoff(time.Second, time.Second))
@@ -220,6 +221,20 @@ func TestACLWakeups(t *testing.T) {
 				t.Errorf("waker: took the key %v after the release (refusal %v); want a wake-up", o.at.Sub(released), refusal)
 			case user == "locker" && (refusal == nil || !aclRefusal(refusal)):
 				t.Errorf("locker: subscription refusal %v, want the ACL's, kept to report", refusal)
+			}
+			// The observer is told once how subscribing went.
+			var subscribes []string
+			for _, e := range rec.take() {
+				if strings.HasPrefix(e, "subscribe") {
+					subscribes = append(subscribes, e)
+				}
+			}
+			want := "subscribe depth=1 3/0/0 q=2 [succeeded succeeded succeeded] ok=true"
+			if user == "locker" {
+				want = "subscribe depth=1 0/0/3 q=2 [failed failed failed] ok=false"
+			}
+			if len(subscribes) != 1 || subscribes[0] != want {
+				t.Errorf("%s: subscribe events %q, want one: %q", user, subscribes, want)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -138,6 +139,36 @@ func ExampleNewNode() {
 	fmt.Println("holding", lock.Key())
 	_ = lock.Unlock(ctx)
 	// Output: holding invoice:7
+}
+
+func ExampleNewSlogObserver() {
+	var nodes []redlock.Node
+	for _, addr := range strings.Split(os.Getenv("REDLOCK_MASTERS"), ",") {
+		nodes = append(nodes, redlock.NewNode(redis.NewClient(&redis.Options{Addr: addr})))
+	}
+	// Debug: every attempt and call; Warn: a failing master, a lost lock.
+	// (Times are dropped here only to keep the output the same every run.)
+	log := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		Level: slog.LevelDebug,
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			switch a.Key {
+			case slog.TimeKey, "duration", "validity":
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	rl, _ := redlock.New(nodes, redlock.WithObserver(redlock.NewSlogObserver(log)))
+	defer rl.Close()
+	ctx := context.Background()
+
+	lock, _ := rl.Lock(ctx, "invoice:7")
+	lock.Unlock(ctx)
+	// Output:
+	// level=DEBUG msg="redlock: acquire" lock=invoice:7 attempt=1 succeeded=3 refused=0 failed=0 quorum=3
+	// level=DEBUG msg="redlock: Lock" lock=invoice:7 attempts=1
+	// level=DEBUG msg="redlock: release" lock=invoice:7 succeeded=3 refused=0 failed=0 quorum=3
+	// level=DEBUG msg="redlock: Unlock" lock=invoice:7
 }
 
 func ExampleWithOwner() {

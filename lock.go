@@ -120,9 +120,14 @@ func (l *Lock) TTL() time.Duration {
 // was already released, or when it was lost (the error then wraps
 // [ErrLockLost] too). A [*QuorumError] without ErrNotHeld means too many
 // masters failed to answer; the keys then expire with their TTL.
-func (l *Lock) Unlock(ctx context.Context) error {
+func (l *Lock) Unlock(ctx context.Context) (err error) {
 	if l == nil {
 		return notHeld("", "Unlock called on a nil *Lock")
+	}
+	if l.r.obs != nil {
+		var c *Call
+		ctx, c = l.r.startCall(ctx, CallUnlock, l.key)
+		defer func() { l.r.endCall(ctx, c, 0, nil, err) }()
 	}
 	now := l.r.clock.Now()
 	l.mu.Lock()
@@ -142,6 +147,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		l.r.wake.handedOff(l.key, l.cfg.maxBackoff)
 	}
 	t := &p.tallies[0]
+	l.observedRelease(ctx, p, now, ctxErr)
 	if !now.Before(until) {
 		return notHeld(l.key, "validity ended %v before Unlock; the critical section may have overlapped another holder", now.Sub(until))
 	}
@@ -169,13 +175,18 @@ func (l *Lock) Unlock(ctx context.Context) error {
 // The error wraps [ErrNotHeld] when the lock was released, lost, its
 // validity had ended, or the key is gone from a quorum; a [*QuorumError]
 // without ErrNotHeld means too many masters failed to answer in time.
-func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+func (l *Lock) Extend(ctx context.Context, ttl time.Duration) (err error) {
 	if l == nil {
 		return notHeld("", "Extend called on a nil *Lock")
 	}
+	if l.r.obs != nil {
+		var c *Call
+		ctx, c = l.r.startCall(ctx, CallExtend, l.key)
+		defer func() { l.r.endCall(ctx, c, 0, nil, err) }()
+	}
 	cfg := l.cfg
 	WithTTL(ttl)(&cfg)
-	cfg, err := cfg.resolved()
+	cfg, err = cfg.resolved()
 	if err != nil {
 		return err
 	}
@@ -214,6 +225,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	err = l.extendedLocked(&p.tallies[0], ctxErr, &cfg, start)
+	l.observedLocked(ctx, PhaseExtend, p, 0, start, err)
 	switch {
 	case err != nil:
 		return err

@@ -64,6 +64,9 @@ func (l *Lock) endLocked(cause error) {
 		return
 	}
 	l.end = cause
+	if cause != ErrUnlocked && l.r.obs != nil {
+		l.r.obs.Lost(l.key, cause)
+	}
 	if l.cancel != nil {
 		l.cancel(cause)
 	}

@@ -35,8 +35,11 @@ type config struct {
 	maxBackoff     time.Duration
 	fencing        bool
 	autoExtend     bool
-	owner          string // WithOwner; "": a plain lock
-	err            error  // the first invalid option
+	owner          string    // WithOwner; "": a plain lock
+	inCall         bool      // the options are a call's, not New's
+	attempt        int32     // the acquire attempt under way, from 1 (for the observer)
+	observer       *Observer // New only (WithObserver); a pointer keeps a Lock in its size class
+	err            error     // the first invalid option
 
 	// Set by resolved from the fields above and the TTL.
 	nodeTimeout time.Duration

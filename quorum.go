@@ -23,18 +23,20 @@ type phase struct {
 	// replies carries the indexes of the calls whose reply is in, to
 	// collect; nil when nobody collects (a rollback).
 	replies chan int
-	pending atomic.Int32 // calls not answered yet
-	tallies []tally      // one per key; collect's alone
-	one     [1]tally     // tallies' array for a single key
-	oneCall [1]call      // calls' array for a single key and master
+	pending atomic.Int32  // calls not answered yet
+	tallies []tally       // one per key; collect's alone
+	one     [1]tally      // tallies' array for a single key
+	oneCall [1]call       // calls' array for a single key and master
+	start   time.Duration // when the requests were queued, after r.born; 0 without an Observer
 }
 
 // call is one master's request in a phase, queued in that master's lane.
 type call struct {
 	Request
 	p        *phase
-	at       int  // index in p.calls
-	answered bool // collect counted the reply (collect's alone)
+	at       int           // index in p.calls
+	answered bool          // collect counted the reply (collect's alone)
+	took     time.Duration // when the reply came, after r.born, when p.start is set
 }
 
 // startPhase sends one request per key in reqs to every master, all bounded
@@ -61,6 +63,9 @@ func (r *Redlock) startPhase(ctx context.Context, deadline time.Time, collected 
 		}
 	}
 	p.pending.Store(int32(len(p.calls)))
+	if r.obs != nil {
+		p.start = time.Since(r.born) + 1 // never 0
+	}
 	r.bg.Add(1)
 	for k := range reqs {
 		q := &reqs[k]
@@ -81,6 +86,9 @@ func (r *Redlock) startPhase(ctx context.Context, deadline time.Time, collected 
 // deliver takes c's reply from its lane.
 func (p *phase) deliver(c *call) {
 	checkReply(&c.Request)
+	if p.start != 0 {
+		c.took = time.Since(p.r.born) + 1
+	}
 	if p.replies != nil {
 		p.replies <- c.at
 	}
@@ -222,25 +230,30 @@ func (r *Redlock) acquire(ctx context.Context, key string, cfg *config, place in
 	t := &p.tallies[0]
 	if ctxErr != nil || !t.won() {
 		l.rollback(ctx, place)
-		return nil, joinCtx(t.error(opAcquire, key), ctxErr)
+		err := joinCtx(t.error(opAcquire, key), ctxErr)
+		r.attempted(ctx, p, key, cfg, start, nil, err)
+		return nil, err
 	}
 	until, left, valid := cfg.deadline(start, r.clock.Now())
 	if !valid {
 		l.rollback(ctx, place)
 		qe := t.error(opAcquire, key)
 		qe.Late, qe.Validity = true, left
+		r.attempted(ctx, p, key, cfg, start, nil, qe)
 		return nil, qe
 	}
 	l.until = until
 	if cfg.fencing {
 		if err := l.confirmFence(ctx, t.token); err != nil {
 			l.rollback(ctx, place)
+			r.attempted(ctx, p, key, cfg, start, nil, err)
 			return nil, err
 		}
 	}
 	if cfg.autoExtend {
 		r.sched.place(l, time.Time{})
 	}
+	r.attempted(ctx, p, key, cfg, start, l, nil)
 	return l, nil
 }
 

@@ -50,6 +50,7 @@ import (
 	crand "crypto/rand"
 	"encoding/base64"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -82,9 +83,11 @@ type Redlock struct {
 	// when the caller owns them (New).
 	closeClients func() error
 	closeOnce    sync.Once
-	closeErr     error   // closeClients' result, set inside closeOnce
-	waiters      waiters // this process's goroutines waiting in Lock, per key
-	wake         *wakeups
+	closeErr     error     // closeClients' result, set inside closeOnce
+	waiters      waiters   // this process's goroutines waiting in Lock, per key
+	wake         *wakeups  // this Redlock's wake-ups from other processes' releases
+	obs          Observer  // WithObserver's; nil when none
+	born         time.Time // phase timings are offsets from it (Observer only)
 }
 
 // New returns a Redlock over the given masters, with opts as the defaults of
@@ -123,8 +126,12 @@ func New(nodes []Node, opts ...Option) (*Redlock, error) {
 		nodes:   append([]Node(nil), nodes...),
 		quorum:  len(nodes)/2 + 1,
 		cfg:     cfg,
+		born:    time.Now(),
 		clock:   systemClock{},
 		closing: make(chan struct{}),
+	}
+	if cfg.observer != nil {
+		r.obs = *cfg.observer
 	}
 	r.lanes = make([]*lane, len(r.nodes))
 	for i, n := range r.nodes {
@@ -156,10 +163,16 @@ func (r *Redlock) Nodes() []Node { return append([]Node(nil), r.nodes...) }
 // The error wraps [ErrNotObtained] and, when ctx ended the wait, ctx's error;
 // errors.As with a [*QuorumError] gives the last attempt's counts and per-node
 // errors.
-func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
+func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (_ *Lock, err error) {
 	cfg, err := r.callConfig(key, opts)
 	if err != nil {
 		return nil, err
+	}
+	var held *Lock
+	if r.obs != nil {
+		var c *Call
+		ctx, c = r.startCall(ctx, CallLock, key)
+		defer func() { r.endCall(ctx, c, cfg.attempt, held, err) }()
 	}
 	// Goroutines of this process already waiting for key go first (see
 	// [waiters]); w is our place in that queue once we wait too.
@@ -191,7 +204,7 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, 
 		if r.closed.Load() {
 			return nil, errors.Join(ErrNotObtained, ErrClosed)
 		}
-	} else if channel := r.yield(key, &cfg); channel != "" {
+	} else if channel := r.yield(ctx, key, &cfg); channel != "" {
 		// This Redlock's last release of key woke another Redlock, which is
 		// taking it now: trying at once would race it (split votes, both
 		// rolled back). Queue behind the Redlocks waiting before us instead,
@@ -213,10 +226,12 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, 
 		if listening {
 			place = ticket
 		}
+		cfg.attempt = int32(min(n, math.MaxInt32))
 		l, err := r.acquire(ctx, key, &cfg, place)
 		remote = remote || listening
 		if err == nil {
 			won = true
+			held = l
 			return l, nil
 		}
 		if ctx.Err() != nil || (cfg.maxAttempts > 0 && n >= cfg.maxAttempts) {
@@ -234,7 +249,7 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, 
 			// This Redlock's first wait subscribes; a release may have come
 			// since the attempt, before anyone listened: once listening,
 			// try again at once, and the rollback queues us.
-			r.wake.start(cfg.nodeTimeout)
+			r.wake.start(ctx, key, cfg.nodeTimeout)
 			if _, listening = r.wake.name(); listening {
 				continue
 			}
@@ -252,11 +267,11 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, 
 
 // yield returns the channel to queue under when a Lock call on key should
 // let another Redlock go first (see [wakeups.yield]), or "".
-func (r *Redlock) yield(key string, cfg *config) string {
+func (r *Redlock) yield(ctx context.Context, key string, cfg *config) string {
 	if cfg.owner != "" || !r.wake.yield(key) {
 		return ""
 	}
-	r.wake.start(cfg.nodeTimeout) // a Redlock that never waited listens now
+	r.wake.start(ctx, key, cfg.nodeTimeout) // a Redlock that never waited listens now
 	channel, _ := r.wake.name()
 	return channel
 }
@@ -266,10 +281,15 @@ func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) }
 
 // TryLock makes one attempt to acquire the lock on key. The error wraps
 // [ErrNotObtained] when the key is held elsewhere or too few masters answered.
-func (r *Redlock) TryLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
+func (r *Redlock) TryLock(ctx context.Context, key string, opts ...Option) (l *Lock, err error) {
 	cfg, err := r.callConfig(key, opts)
 	if err != nil {
 		return nil, err
+	}
+	if r.obs != nil {
+		var c *Call
+		ctx, c = r.startCall(ctx, CallTryLock, key)
+		defer func() { r.endCall(ctx, c, 1, l, err) }()
 	}
 	return r.acquire(ctx, key, &cfg, 0)
 }
@@ -290,6 +310,11 @@ func (r *Redlock) TryLock(ctx context.Context, key string, opts ...Option) (*Loc
 func (r *Redlock) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) (err error) {
 	if fn == nil {
 		return configErr("fn", "fn must not be nil")
+	}
+	if r != nil && r.obs != nil {
+		var c *Call
+		ctx, c = r.startCall(ctx, CallDo, key)
+		defer func() { r.endCall(ctx, c, 0, nil, err) }()
 	}
 	opts = append(opts[:len(opts):len(opts)], WithAutoExtend())
 	l, err := r.Lock(ctx, key, opts...)
@@ -360,6 +385,7 @@ func (r *Redlock) callConfig(key string, opts []Option) (config, error) {
 	if len(opts) > 0 {
 		c := new(config) // the options see a copy on the heap; cfg stays off it
 		*c = cfg
+		c.inCall = true
 		for _, o := range opts {
 			if o == nil {
 				return config{}, configErr("options", "option is nil")

@@ -283,7 +283,9 @@ func (s *scheduler) renew(rd *round) {
 		_ = p.collect(context.Background()) // no caller to stop waiting
 		for j, l := range sent {
 			l.mu.Lock()
-			dues[j] = l.renewedLocked(&p.tallies[j], &cfgs[j], start)
+			var err error
+			dues[j], err = l.renewedLocked(&p.tallies[j], &cfgs[j], start)
+			l.observedLocked(context.Background(), PhaseRenew, p, j, start, err)
 			l.mu.Unlock()
 		}
 	}
@@ -301,25 +303,26 @@ func (s *scheduler) renew(rd *round) {
 }
 
 // renewedLocked applies one renewal's tally to l (l.mu held) and returns
-// when to renew next, or the zero Time when the lock has ended.
-func (l *Lock) renewedLocked(t *tally, cfg *config, start time.Time) time.Time {
+// when to renew next, or the zero Time when the lock has ended, and the
+// renewal's error.
+func (l *Lock) renewedLocked(t *tally, cfg *config, start time.Time) (time.Time, error) {
 	if l.released || l.end != nil {
-		return time.Time{}
+		return time.Time{}, l.end
 	}
 	err := l.extendedLocked(t, nil, cfg, start)
 	if err == nil {
-		return renewalDue(l.until, cfg)
+		return renewalDue(l.until, cfg), nil
 	}
 	if errors.Is(err, ErrNotHeld) { // gone from a quorum, or too late: retrying cannot help
 		l.endLocked(lost(l.key, err))
-		return time.Time{}
+		return time.Time{}, err
 	}
 	retry := l.r.clock.Now().Add(min(max(cfg.ttl/30, cfg.minBackoff), cfg.maxBackoff))
 	if !retry.Add(cfg.nodeTimeout).Before(l.until) {
 		l.endLocked(lost(l.key, fmt.Errorf("%w: %w", errRenewFailed, err)))
-		return time.Time{}
+		return time.Time{}, err
 	}
-	return retry
+	return retry, err
 }
 
 // renewalDue is when to renew a lock valid until until: a third of the TTL

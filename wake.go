@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -71,17 +72,19 @@ func (w *wakeups) name() (channel string, listening bool) {
 }
 
 // start subscribes on every master that can deliver wake-ups, the first
-// time a goroutine waits, waiting up to timeout for the masters to confirm;
-// later calls return at once.
-func (w *wakeups) start(timeout time.Duration) {
+// time a goroutine waits (for key, in the call of ctx: the observer is told
+// there), waiting up to timeout for the masters to confirm; later calls
+// return at once.
+func (w *wakeups) start(ctx context.Context, key string, timeout time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.started || w.r.closed.Load() {
 		return
 	}
 	w.started = true
+	began := time.Now()
 	w.subs = make([]*redis.PubSub, len(w.r.nodes))
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var wg sync.WaitGroup
 	errs := make([]error, len(w.r.nodes))
@@ -90,11 +93,12 @@ func (w *wakeups) start(timeout time.Duration) {
 		if !ok {
 			continue
 		}
-		ps := s.subscribe(ctx, w.channel)
+		ps := s.subscribe(sctx, w.channel)
 		w.subs[i] = ps
-		wg.Go(func() { _, errs[i] = ps.Receive(ctx) })
+		wg.Go(func() { _, errs[i] = ps.Receive(sctx) })
 	}
 	wg.Wait()
+	took := time.Since(began)
 	for i, ps := range w.subs {
 		switch {
 		case ps == nil:
@@ -129,7 +133,36 @@ func (w *wakeups) start(timeout time.Duration) {
 			})
 		}
 	}
+	if w.r.obs != nil {
+		w.report(ctx, key, errs, took)
+	}
 }
+
+// report tells the observer how the subscriptions went (once).
+func (w *wakeups) report(ctx context.Context, key string, errs []error, took time.Duration) {
+	e := &PhaseEvent{Op: PhaseSubscribe, Key: key, Quorum: w.r.quorum, Duration: took,
+		Nodes: make([]NodeReply, len(w.r.nodes))}
+	for i, n := range w.r.nodes {
+		reply := &e.Nodes[i]
+		reply.Node = n.Name()
+		switch _, ok := n.(subscriber); {
+		case !ok:
+			reply.Outcome = Pending // a Node that cannot deliver wake-ups
+		case errs[i] != nil:
+			reply.Outcome, reply.Err = Failed, errs[i]
+			e.Failed++
+		default:
+			reply.Outcome, reply.Latency = Succeeded, took
+			e.Succeeded++
+		}
+	}
+	if e.Succeeded == 0 {
+		e.Err = errNoWakeups
+	}
+	w.r.obs.Phase(ctx, e)
+}
+
+var errNoWakeups = errors.New("redlock: no master delivers wake-ups; waiting goroutines retry with their backoff")
 
 // refused reports whether err is a master's refusal (an ACL's NOPERM, an
 // unknown command) rather than a network failure that a reconnect mends.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"time"
@@ -18,7 +19,7 @@ import (
 type execArgs struct {
 	masters          []string
 	ttl, wait, grace time.Duration
-	fencing          bool
+	fencing, verbose bool
 	owner            string // --owner, $REDLOCK_OWNER, or a new UUID
 	name             string
 	command          []string
@@ -33,6 +34,7 @@ func cmdExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&a.grace, "grace", 10*time.Second, "")
 	fs.BoolVar(&a.fencing, "fencing", false, "")
 	fs.StringVar(&a.owner, "owner", "", "")
+	fs.BoolVar(&a.verbose, "verbose", false, "")
 	if status, done := parseFlags(fs, args, execUsage, stdout, stderr); done {
 		return status
 	}
@@ -47,6 +49,10 @@ func cmdExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	opts := []redlock.Option{redlock.WithTTL(a.ttl)}
 	if a.fencing {
 		opts = append(opts, redlock.WithFencing())
+	}
+	if a.verbose {
+		log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		opts = append(opts, redlock.WithObserver(redlock.NewSlogObserver(log)))
 	}
 	rl, err := redlock.NewFromURLs(a.masters, opts...)
 	if err != nil {

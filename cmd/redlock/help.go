@@ -99,6 +99,8 @@ Flags:
   --grace DURATION how long COMMAND has after SIGTERM, once the lock is lost,
                    before SIGKILL (default 10s)
   --fencing        take a fencing token and pass it in REDLOCK_FENCE
+  --verbose        log each acquire attempt, renewal and release, and each
+                   master that failed, to stderr
   --owner ID       hold the lock as owner ID, passed on in REDLOCK_OWNER
                    (default $REDLOCK_OWNER, else a new UUID)
 
@@ -118,5 +120,8 @@ when fewer did, 64 on bad usage.
 Flags:
   --masters URLS      comma-separated master URLs (default $REDLOCK_MASTERS)
   --timeout DURATION  how long to wait for each master (default 1s)
+  --json              print one JSON object instead of the table: name,
+                      quorum, masters (master, value, pttl_ms, fence, error),
+                      answered, holder, holders, held
 
 ` + mastersHelp

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,7 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs := newFlagSet("status")
 	masters := fs.String("masters", "", "")
 	timeout := fs.Duration("timeout", time.Second, "")
+	asJSON := fs.Bool("json", false, "")
 	if status, done := parseFlags(fs, args, statusUsage, stdout, stderr); done {
 		return status
 	}
@@ -67,6 +69,9 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		})
 	}
 	_ = g.Wait() // every read returns nil
+	if *asJSON {
+		return reportJSON(stdout, name, states)
+	}
 	return report(stdout, name, states)
 }
 
@@ -137,12 +142,7 @@ func report(w io.Writer, name string, states []masterState) int {
 	}
 	tw.Flush()
 
-	best, most := "", 0
-	for v, k := range holders {
-		if k > most || (k == most && v < best) {
-			best, most = v, k
-		}
-	}
+	best, most := holder(holders)
 	owner, holds := "", 0
 	for _, s := range states {
 		if s.err == nil && s.value == best {
@@ -161,6 +161,78 @@ func report(w io.Writer, name string, states []masterState) int {
 	}
 	if answered < quorum {
 		fmt.Fprintf(w, "only %d of %d masters answered (quorum %d): check that they are up and reachable\n", answered, n, quorum)
+		return exitUnavailable
+	}
+	return exitOK
+}
+
+// holder returns the value most masters hold, and on how many.
+func holder(holders map[string]int) (best string, most int) {
+	for v, k := range holders {
+		if k > most || (k == most && v < best) {
+			best, most = v, k
+		}
+	}
+	return best, most
+}
+
+// statusJSON is status --json's report.
+type statusJSON struct {
+	Name     string       `json:"name"`
+	Quorum   int          `json:"quorum"`
+	Masters  []masterJSON `json:"masters"`
+	Answered int          `json:"answered"`
+	Holder   string       `json:"holder,omitempty"` // the value most masters hold
+	Owner    string       `json:"owner,omitempty"`  // its owner, for an owned lock (redlock exec's)
+	Holders  int          `json:"holders"`          // how many hold it
+	Held     bool         `json:"held"`             // holders >= quorum
+}
+
+type masterJSON struct {
+	Master string `json:"master"` // redacted
+	Value  string `json:"value,omitempty"`
+	Owner  string `json:"owner,omitempty"`   // an owned lock's owner
+	Holds  int    `json:"holds,omitempty"`   // and its holds on this master
+	PTTLms *int64 `json:"pttl_ms,omitempty"` // -1: no expiry; absent when the key is
+	Fence  string `json:"fence,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// reportJSON prints the report as one JSON object, and returns the same
+// exit status as report.
+func reportJSON(w io.Writer, name string, states []masterState) int {
+	out := statusJSON{Name: name, Quorum: len(states)/2 + 1, Masters: make([]masterJSON, len(states))}
+	holders := map[string]int{}
+	for i, s := range states {
+		m := &out.Masters[i]
+		m.Master = s.url
+		if s.err != nil {
+			m.Error = s.err.Error()
+			continue
+		}
+		out.Answered++
+		m.Fence = s.fence
+		if s.value != "" {
+			holders[s.value]++
+			m.Value, m.Owner, m.Holds = s.value, s.owner, s.holds
+			ms := s.pttl.Milliseconds()
+			if s.pttl < 0 {
+				ms = -1
+			}
+			m.PTTLms = &ms
+		}
+	}
+	out.Holder, out.Holders = holder(holders)
+	for _, s := range states {
+		if s.err == nil && s.value == out.Holder {
+			out.Owner = s.owner
+		}
+	}
+	out.Held = out.Holders >= out.Quorum
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(out)
+	if out.Answered < out.Quorum {
 		return exitUnavailable
 	}
 	return exitOK
