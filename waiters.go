@@ -31,7 +31,7 @@ type waiters struct {
 	keys map[string][]*waiter // FIFO per key; a key with no waiter has no entry
 	// freed marks, per key with waiters, the masters whose wake-ups came
 	// since the waiters were last woken (see wakeFrom).
-	freed map[string][]bool
+	freed map[string]*freed
 	// releases counts local releases by a hash of the key, so that it takes
 	// no memory per key: a release of another key in the same slot only
 	// costs one early retry, as a spurious wake-up would.
@@ -93,7 +93,10 @@ func (ws *waiters) leave(key string, w *waiter) (last bool) {
 		q = append(q[:i], q[i+1:]...)
 		if len(q) == 0 {
 			delete(ws.keys, key)
-			delete(ws.freed, key)
+			if f := ws.freed[key]; f != nil {
+				f.resetLocked()
+				delete(ws.freed, key)
+			}
 			return true
 		}
 		ws.keys[key] = q
@@ -137,36 +140,71 @@ func (ws *waiters) wake(key string) {
 // release freed key there. The waiters are woken when a quorum (need) of
 // masters did since the last time: their attempt can then succeed, where
 // trying on the first could find the key still held on the slower masters.
-// It reports false when no goroutine of this process waits for key.
-func (ws *waiters) wakeFrom(key string, i, n, need int) bool {
+// When fewer tell them within grace of the first (the key was freed on a
+// minority only: rollbacks of a split vote), they are woken all the same.
+func (ws *waiters) wakeFrom(key string, i, n, need int, grace time.Duration) {
 	ws.mu.Lock()
 	if len(ws.keys[key]) == 0 {
 		ws.mu.Unlock()
-		return false
+		return
 	}
 	if ws.freed == nil {
-		ws.freed = make(map[string][]bool)
+		ws.freed = make(map[string]*freed)
 	}
-	seen := ws.freed[key]
-	if seen == nil {
-		seen = make([]bool, n)
-		ws.freed[key] = seen
+	f := ws.freed[key]
+	if f == nil {
+		f = &freed{seen: make([]bool, n)}
+		ws.freed[key] = f
 	}
-	seen[i] = true
-	count := 0
-	for _, s := range seen {
-		if s {
-			count++
-		}
+	if f.count == 0 {
+		gen := f.gen
+		f.timer = time.AfterFunc(grace, func() { ws.wakeFreed(key, f, gen) })
 	}
-	if count >= need {
-		clear(seen)
+	if !f.seen[i] {
+		f.seen[i] = true
+		f.count++
+	}
+	full := f.count >= need
+	if full {
+		f.resetLocked()
 	}
 	ws.mu.Unlock()
-	if count >= need {
+	if full {
 		ws.wake(key)
 	}
-	return true
+}
+
+// wakeFreed wakes key's waiters when f still counts the wake-ups of
+// generation gen: grace passed without a quorum of them.
+func (ws *waiters) wakeFreed(key string, f *freed, gen uint64) {
+	ws.mu.Lock()
+	late := ws.freed[key] == f && f.gen == gen && f.count > 0
+	if late {
+		f.resetLocked()
+	}
+	ws.mu.Unlock()
+	if late {
+		ws.wake(key)
+	}
+}
+
+// freed counts, for a key, the masters whose wake-ups came since its
+// waiters were last woken.
+type freed struct {
+	seen  []bool
+	count int
+	gen   uint64      // counts resets, so that a stale timer does nothing
+	timer *time.Timer // wakes the waiters grace after the first wake-up
+}
+
+func (f *freed) resetLocked() {
+	clear(f.seen)
+	f.count = 0
+	f.gen++
+	if f.timer != nil {
+		f.timer.Stop()
+		f.timer = nil
+	}
 }
 
 func notify(w *waiter) {

@@ -120,12 +120,13 @@ func (w *wakeups) start(ctx context.Context, key string, timeout time.Duration) 
 				for m := range msgs {
 					switch m := m.(type) {
 					case *redis.Message:
-						if !w.r.waiters.wakeFrom(m.Payload, i, len(w.subs), w.r.quorum) {
-							// Nobody here waits for the key any more, but
-							// this Redlock is still first in its queue:
-							// leave it, so the next is told.
-							w.r.unqueue(m.Payload, w.r.cfg.nodeTimeoutOpt)
-						}
+						// Nobody may wait for the key here any more: the
+						// slower masters' word for a release the others
+						// already woke a waiter for, say. Taking this
+						// Redlock off the queue then could undo its next
+						// call's queueing, so it stays: its own release or
+						// the call that gave up takes it off.
+						w.r.waiters.wakeFrom(m.Payload, i, len(w.subs), w.r.quorum, wakeGrace)
 					case *redis.Subscription:
 						w.live.Store(true) // a master that was down subscribed
 					}
@@ -161,6 +162,10 @@ func (w *wakeups) report(ctx context.Context, key string, errs []error, took tim
 	}
 	w.r.obs.Phase(ctx, e)
 }
+
+// wakeGrace is how long a waiter told by some masters that the key was
+// freed waits for a quorum of them before it tries anyway.
+const wakeGrace = 2 * time.Millisecond
 
 var errNoWakeups = errors.New("redlock: no master delivers wake-ups; waiting goroutines retry with their backoff")
 

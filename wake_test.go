@@ -293,3 +293,40 @@ func TestReleaserYields(t *testing.T) {
 		_ = o.l.Unlock(ctx)
 	}
 }
+
+// TestWakeOnMinorityTell: a waiter told by fewer masters than a quorum that
+// the key was freed (the others let it expire, which tells nobody, or were
+// freed by the rollback of a split vote) still tries soon, not after its
+// backoff.
+func TestWakeOnMinorityTell(t *testing.T) {
+	cs := clients(t, masters.Addrs())
+	nodes := nodesOf(t, cs)
+	waiter := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
+	ctx := context.Background()
+	key := testKey(t)
+	for _, c := range cs[:3] { // held on a quorum by a holder gone silent
+		if err := c.Set(ctx, key, "gone", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := lockAsync(t, ctx, waiter, key, WithBackoff(2*time.Second, 2*time.Second))
+	waitQueued(t, waiter, key)
+	time.Sleep(100 * time.Millisecond)
+	freed := time.Now()
+	// Master 0 releases it (and tells); 1 and 2 let it expire (no word).
+	q := &Request{Op: OpRelease, Key: key, Value: "gone"}
+	if nodes[0].Exec(ctx, []*Request{q}); !q.OK || !q.Woke {
+		t.Fatalf("release on master 0: OK %v, Woke %v, Err %v; want it to free the key and tell the waiter", q.OK, q.Woke, q.Err)
+	}
+	for _, c := range cs[1:3] {
+		c.Del(ctx, key)
+	}
+	o := <-got
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if d := o.at.Sub(freed); d > 300*time.Millisecond {
+		t.Errorf("the waiter took the key %v after one master told it; want about the wake grace, not its backoff", d)
+	}
+	_ = o.l.Unlock(ctx)
+}
