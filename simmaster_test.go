@@ -1,10 +1,16 @@
 package redlock
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sync"
+	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // simMaster is a simulated Redis master for the simulation (sim_test.go):
@@ -225,4 +231,66 @@ func (m *simMaster) holding() map[string]simEntry {
 		}
 	}
 	return out
+}
+
+// TestSimMasterAgreesWithRedis runs the same random requests on a real
+// redis-server (through NewNode) and on a simMaster, and checks that they
+// answer alike and hold the same value for each key: the simulation's
+// masters are only worth what their semantics are.
+func TestSimMasterAgreesWithRedis(t *testing.T) {
+	ctx := context.Background()
+	c := clients(t, masters.Addrs()[:1])[0]
+	rn := NewNode(c)
+	sim := newSimMaster(0, time.Now(), 0, 1)
+	rng := rand.New(rand.NewPCG(18, 18))
+	keys := []string{testKey(t), testKey(t)}
+	values := []string{"a", "b", "c"}
+	step := func(q Request) uint64 {
+		t.Helper()
+		r := q
+		rn.Exec(ctx, []*Request{&r})
+		sim.mu.Lock()
+		ok, fence, err := sim.applyLocked(q.Op, q.Key, q.Value, q.TTL, q.Token)
+		held, isHeld := sim.liveLocked(q.Key, sim.clockLocked())
+		sim.mu.Unlock()
+		if r.OK != ok || (r.Err == nil) != (err == nil) || (r.Fence > 0) != (fence > 0) {
+			t.Fatalf("%v %s=%s ttl %v token %d: redis ok=%v fence=%d err=%v, sim ok=%v fence=%d err=%v",
+				q.Op, q.Key, q.Value, q.TTL, q.Token, r.OK, r.Fence, r.Err, ok, fence, err)
+		}
+		v, gerr := c.Get(ctx, q.Key).Result()
+		if gerr != nil && !errors.Is(gerr, redis.Nil) {
+			t.Fatal(gerr)
+		}
+		if want := map[bool]string{true: held.value}[isHeld]; v != want {
+			t.Fatalf("after %v %s=%s: redis holds %q, sim %q", q.Op, q.Key, q.Value, v, want)
+		}
+		return r.Fence
+	}
+	var tokens []uint64
+	for range 400 {
+		q := Request{Op: Op(1 + rng.IntN(5)), Key: keys[rng.IntN(len(keys))], Value: values[rng.IntN(len(values))]}
+		switch q.Op {
+		case OpAcquire, OpAcquireFenced, OpExtend:
+			q.TTL = time.Duration(5+rng.IntN(5)) * time.Second
+		case OpRaiseFence:
+			if len(tokens) > 0 {
+				q.Token = tokens[rng.IntN(len(tokens))] + uint64(rng.IntN(3))
+			}
+		}
+		if f := step(q); f > 0 {
+			tokens = append(tokens, f)
+		}
+	}
+	// Expiry and a PEXPIRE that shortens a key, by the master's clock.
+	step(Request{Op: OpRelease, Key: keys[0], Value: "a"})
+	step(Request{Op: OpRelease, Key: keys[0], Value: "b"})
+	step(Request{Op: OpRelease, Key: keys[0], Value: "c"})
+	step(Request{Op: OpAcquire, Key: keys[0], Value: "x", TTL: 5 * time.Second})
+	step(Request{Op: OpExtend, Key: keys[0], Value: "x", TTL: 30 * time.Millisecond})
+	time.Sleep(80 * time.Millisecond)
+	step(Request{Op: OpExtend, Key: keys[0], Value: "x", TTL: 5 * time.Second}) // gone: not re-created
+	step(Request{Op: OpAcquireFenced, Key: keys[0], Value: "y", TTL: 30 * time.Millisecond})
+	time.Sleep(80 * time.Millisecond)
+	step(Request{Op: OpRaiseFence, Key: keys[0], Value: "y", Token: 1})
+	step(Request{Op: OpAcquire, Key: keys[0], Value: "z", TTL: 5 * time.Second})
 }
