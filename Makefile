@@ -1,7 +1,7 @@
 # The README's commands. `make test` is what CI runs.
 GO ?= go
 
-.PHONY: test vet chaos redis-server
+.PHONY: test vet chaos redis-server soak
 test: vet redis-server
 	# Packages one at a time (-p 1): on 2 cores the root package's tests
 	# running alongside the chaos scenarios starved them once (no acquire both
@@ -25,3 +25,9 @@ vet:
 	$(GO) vet ./...
 	cd redlockotel && $(GO) vet ./...
 	cd bench && $(GO) vet ./...
+
+# The simulation (sim_test.go) for longer than make test runs it: schedules
+# from a random seed until SOAK has passed; a failure prints its seed.
+SOAK ?= 10m
+soak:
+	$(GO) test -race -count=1 -timeout 0 -run 'TestSim$$' . -sim.soak=$(SOAK)

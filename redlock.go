@@ -72,6 +72,10 @@ type Redlock struct {
 
 	cfg   config // defaults from New's options, not yet resolved against a call's
 	clock clock  // the validity arithmetic's (deadlines use the real clock)
+	// randN draws the backoff jitter from [0, n): nil in production (the
+	// runtime's generator); the simulation (sim_test.go) sets a seeded one
+	// so that a seed reruns the same pauses. Safe for concurrent use.
+	randN func(n time.Duration) time.Duration
 
 	sched scheduler // renews auto-extended locks, ends watched ones at Until
 
@@ -198,7 +202,7 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (_ *Lock
 		// (missed), wait for our turn.
 		var missed bool
 		w, missed = r.waiters.join(key, released)
-		if !missed && !w.wait(ctx.Done(), r.closing, r.waiters.pause(key, w, jitter(backoff), cfg.maxBackoff)) {
+		if !missed && !w.wait(ctx.Done(), r.closing, r.waiters.pause(key, w, r.jitter(backoff), cfg.maxBackoff)) {
 			return nil, joinCtx(ErrNotObtained, ctx.Err())
 		}
 		if r.closed.Load() {
@@ -213,7 +217,7 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (_ *Lock
 			Request{Op: OpRelease, Key: key, Waiter: channel, Place: ticket})
 		remote = true
 		w, _ = r.waiters.join(key, released)
-		if !w.wait(ctx.Done(), r.closing, jitter(cfg.maxBackoff)) {
+		if !w.wait(ctx.Done(), r.closing, r.jitter(cfg.maxBackoff)) {
 			return nil, joinCtx(ErrNotObtained, ctx.Err())
 		}
 		if r.closed.Load() {
@@ -254,7 +258,7 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (_ *Lock
 				continue
 			}
 		}
-		if !w.wait(ctx.Done(), r.closing, r.waiters.pause(key, w, jitter(backoff), cfg.maxBackoff)) {
+		if !w.wait(ctx.Done(), r.closing, r.waiters.pause(key, w, r.jitter(backoff), cfg.maxBackoff)) {
 			return nil, joinCtx(err, ctx.Err())
 		}
 		if r.closed.Load() {
@@ -277,7 +281,12 @@ func (r *Redlock) yield(ctx context.Context, key string, cfg *config) string {
 }
 
 // jitter draws a pause at random from [d/2, d], so contending clients spread out.
-func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) }
+func (r *Redlock) jitter(d time.Duration) time.Duration {
+	if r.randN != nil {
+		return d/2 + r.randN(d/2+1)
+	}
+	return d/2 + rand.N(d/2+1)
+}
 
 // TryLock makes one attempt to acquire the lock on key. The error wraps
 // [ErrNotObtained] when the key is held elsewhere or too few masters answered.
