@@ -108,6 +108,8 @@ type Request struct {
 	// Key, Value and TTL in milliseconds as interface values, made once for
 	// every master's command of a phase (see boxArgs); nil: not yet.
 	key, value, ms any
+	// OpRelease: WaitKey(Key), Waiter and Place, boxed the same way.
+	waitKey, waiter, place any
 }
 
 // boxArgs fills in q's boxed arguments, keeping those already made.
@@ -121,6 +123,24 @@ func (q *Request) boxArgs() {
 	if q.ms == nil && q.TTL != 0 {
 		q.ms = q.TTL.Milliseconds()
 	}
+	if q.Op == OpRelease && q.waitKey == nil {
+		q.waitKey, q.waiter, q.place = WaitKey(q.Key), q.Waiter, q.Place
+	}
+}
+
+// releaseArgs returns q's wait key, Waiter and Place as interface values:
+// those boxArgs made while they still hold q's fields, else new ones.
+func (q *Request) releaseArgs() (waitKey, waiter, place any) {
+	waitKey, waiter, place = q.waitKey, q.waiter, q.place
+	if k, ok := waitKey.(string); !ok || len(k) != len(q.Key)+len(waitSuffix) ||
+		!strings.HasPrefix(k, q.Key) || !strings.HasSuffix(k, waitSuffix) {
+		waitKey = WaitKey(q.Key)
+	}
+	waiter = boxed(waiter, q.Waiter)
+	if p, ok := place.(int64); !ok || p != q.Place {
+		place = q.Place
+	}
+	return waitKey, waiter, place
 }
 
 // FenceKey is the name of the fence counter kept on each master next to key.
@@ -267,7 +287,8 @@ func command(ctx context.Context, q *Request) redis.Cmder {
 	case OpExtend:
 		return redis.NewCmd(ctx, "eval", extendSrc, 1, key, value, ms)
 	case OpRelease:
-		return redis.NewCmd(ctx, "eval", releaseSrc, 2, key, WaitKey(q.Key), value, q.Waiter, q.Place)
+		wk, waiter, place := q.releaseArgs()
+		return redis.NewCmd(ctx, "eval", releaseSrc, 2, key, wk, value, waiter, place)
 	}
 	return unknownOp(q)
 }
@@ -284,7 +305,8 @@ func holdCommand(ctx context.Context, q *Request, key, value, ms any) redis.Cmde
 	case OpExtend:
 		return redis.NewCmd(ctx, "eval", holdSrc, 1, key, "extend", value, ms)
 	case OpRelease:
-		return redis.NewCmd(ctx, "eval", holdSrc, 2, key, WaitKey(q.Key), "release", value, q.Waiter, q.Place)
+		wk, waiter, place := q.releaseArgs()
+		return redis.NewCmd(ctx, "eval", holdSrc, 2, key, wk, "release", value, waiter, place)
 	}
 	return unknownOp(q)
 }
