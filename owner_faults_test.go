@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"pgregory.net/rapid"
 
 	"github.com/redlock/redlock/internal/redistest"
@@ -23,11 +24,7 @@ func TestNestedEnterWithMastersPaused(t *testing.T) {
 	waitDialProbes(t)
 	cl := redistest.StartT(t, 5, redistest.Options{})
 	cs := faultClients(t, cl.Addrs())
-	fs := wrapAll(nodesOf(t, cs))
-	nodes := make([]Node, len(fs))
-	for i, f := range fs {
-		nodes[i] = f
-	}
+	fs, nodes := faultNodes(t, cs)
 	r := newRedlock(t, nodes, WithTTL(30*time.Second), WithNodeTimeout(200*time.Millisecond))
 	ctx := context.Background()
 	A := WithOwner("A")
@@ -109,11 +106,7 @@ func TestOwnedHoldsProperty(t *testing.T) {
 	waitDialProbes(t)
 	cl := redistest.StartT(t, 5, redistest.Options{})
 	cs := faultClients(t, cl.Addrs())
-	fs := wrapAll(nodesOf(t, cs))
-	nodes := make([]Node, len(fs))
-	for i, f := range fs {
-		nodes[i] = f
-	}
+	fs, nodes := faultNodes(t, cs)
 	const timeout = 250 * time.Millisecond // as newRedlock's: not exceeded by a loaded machine
 	r := newRedlock(t, nodes, WithTTL(time.Minute), WithNodeTimeout(timeout))
 	ctx := context.Background()
@@ -222,4 +215,15 @@ func refusedBy(err error) int {
 		return qe.Refused
 	}
 	return 0
+}
+
+// faultNodes wraps a Node over each client in a faultNode, and returns
+// them also as Nodes, for New.
+func faultNodes(t testing.TB, cs []*redis.Client) ([]*faultNode, []Node) {
+	fs := wrapAll(nodesOf(t, cs))
+	nodes := make([]Node, len(fs))
+	for i, f := range fs {
+		nodes[i] = f
+	}
+	return fs, nodes
 }

@@ -2,8 +2,6 @@ package redlock
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -76,24 +74,15 @@ func TestWakeAcrossRedlocks(t *testing.T) {
 	}
 }
 
-// setCalls sums the SET calls the masters served (INFO commandstats): one
-// per master and acquire attempt.
+// setCalls sums the SET calls the masters served: one per master and
+// acquire attempt.
 func setCalls(t testing.TB, cs []*redis.Client) int64 {
 	t.Helper()
-	var total int64
-	for _, c := range cs {
-		info, err := c.Info(context.Background(), "commandstats").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for line := range strings.Lines(info) {
-			if rest, ok := strings.CutPrefix(line, "cmdstat_set:calls="); ok {
-				n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
-				total += n
-			}
-		}
+	n, err := redistest.Calls(context.Background(), cs, "set")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return total
+	return n
 }
 
 // TestWakeOneAtATime: with many Redlocks waiting, a release wakes one of

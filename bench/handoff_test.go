@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock/redlock"
+	"github.com/redlock/redlock/internal/redistest"
 )
 
 // BenchmarkHandOff is contenders taking turns on one key over 5 masters,
@@ -134,22 +135,14 @@ func reportHandOff(b *testing.B, st handOffStats, elapsed time.Duration, attempt
 }
 
 // setCalls sums the SET calls the masters served: one per master and
-// acquire attempt (INFO commandstats).
-func setCalls(b testing.TB, cs []*redis.Client) int64 {
-	var total int64
-	for _, c := range cs {
-		info, err := c.Info(context.Background(), "commandstats").Result()
-		if err != nil {
-			b.Fatal(err)
-		}
-		for line := range strings.Lines(info) {
-			if rest, ok := strings.CutPrefix(line, "cmdstat_set:calls="); ok {
-				n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
-				total += n
-			}
-		}
+// acquire attempt.
+func setCalls(t testing.TB, cs []*redis.Client) int64 {
+	t.Helper()
+	n, err := redistest.Calls(context.Background(), cs, "set")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return total
+	return n
 }
 
 // BenchmarkHandOffProcesses is BenchmarkHandOff with 4 OS processes × 2
