@@ -477,6 +477,7 @@ func render(r results, cpu, cmdline string) string {
 			cell(bn(o.bench, "redsync", o.n), o.unit), cell(bn(o.bench, "redislock", 1), o.unit))
 	}
 	fmt.Fprintln(&b)
+	fmt.Fprintln(&b, handOffTable(r))
 	fmt.Fprintln(&b, "The full benchstat tables (with B/op and allocs/op) are in [bench/results/benchstat.txt](bench/results/benchstat.txt), the raw passes in [bench/results/bench.txt](bench/results/bench.txt). Rerun with `cd bench && go run ./cmd/report`.")
 	fmt.Fprintln(&b, endMarker)
 	return b.String()
@@ -595,4 +596,37 @@ func plotLatency(r results, base string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// handOffTable is the hand-off section: contenders taking turns on one key,
+// as goroutines of one Redlock or as Redlocks (processes) of their own.
+func handOffTable(r results) string {
+	var b strings.Builder
+	fmt.Fprintln(&b, "Hand-off on one key, N=5, empty critical section (medians; wasted: acquire attempts that did not take the key, per critical section):")
+	fmt.Fprintln(&b)
+	fmt.Fprintln(&b, "| contenders | cs/s | p99 wait | largest share | wasted per hand-off |")
+	fmt.Fprintln(&b, "| --- | --- | --- | --- | --- |")
+	rows := []struct{ what, name string }{
+		{"1 Redlock × 8 goroutines", "BenchmarkHandOff/redlocks=1/goroutines=8/nodes=5"},
+		{"2 Redlocks × 1", "BenchmarkHandOff/redlocks=2/goroutines=1/nodes=5"},
+		{"8 Redlocks × 1", "BenchmarkHandOff/redlocks=8/goroutines=1/nodes=5"},
+		{"32 Redlocks × 1", "BenchmarkHandOff/redlocks=32/goroutines=1/nodes=5"},
+		{"4 processes × 2 goroutines", "BenchmarkHandOffProcesses/procs=4/goroutines=2/nodes=5"},
+	}
+	num := func(name, unit, format string) string {
+		v, ok := r.median(name, unit)
+		if !ok {
+			return ""
+		}
+		return fmt.Sprintf(format, v)
+	}
+	for _, row := range rows {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", row.what,
+			num(row.name, "cs/s", "%.0f"), num(row.name, "p99-wait-ms", "%.1f ms"),
+			num(row.name, "maxshare-%", "%.1f%%"), num(row.name, "wasted/handoff", "%.3f"))
+	}
+	if q, n := r.ratio(rows[2].name, rows[0].name, "cs/s"); n > 0 {
+		fmt.Fprintf(&b, "\n8 Redlocks × 1 ÷ 1 Redlock × 8, cs/s: %.2f× (median of the per-pass ratios).\n", q)
+	}
+	return b.String()
 }
