@@ -66,12 +66,19 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				p.Index, p.Total, p.Scenario, p.Elapsed.Round(100*time.Millisecond), p.Duration, p.Acquired, p.Attempts, p.Faults)
 		}
 	}
+	cfg.Finished = func(index, total int, s ScenarioReport) {
+		if live {
+			fmt.Fprint(stdout, "\r\033[K")
+		}
+		fmt.Fprintln(stdout, s.progressLine(index, total))
+	}
 	start := time.Now()
 	rep, err := Run(ctx, cfg)
 	if live {
 		fmt.Fprint(stdout, "\r\033[K")
 	}
 	if len(rep.Scenarios) > 0 {
+		fmt.Fprintln(stdout)
 		if werr := rep.WriteTable(stdout); werr != nil {
 			fmt.Fprintf(stderr, "redlock chaos: %v\n", werr)
 		}

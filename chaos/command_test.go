@@ -42,6 +42,14 @@ func TestCommandRunsAScenario(t *testing.T) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
+	// The scenario's line comes as it finishes, before the table.
+	line, head := strings.Index(table, "[1/1] minority-partition: expected (safe)"), strings.Index(table, "SCENARIO")
+	if line < 0 || line > head {
+		t.Errorf("no progress line for the finished scenario before the table")
+	}
+	if !strings.Contains(table, "; extended ") {
+		t.Errorf("the progress line lacks the extending clients' counts")
+	}
 	if strings.Contains(table, "\r") {
 		t.Error("progress lines written to a non-terminal")
 	}

@@ -35,6 +35,17 @@ var (
 		func(o *outcome) bool { return o.StaleRejected > 0 && o.StaleAccepted == 0 }}
 	available = expectation{"available: locks are acquired while the fault is in force",
 		func(o *outcome) bool { return o.acquiredDuringFaults() > 0 }}
+	renewedInFault = expectation{"a lock renewed (auto-extend or Extend) while held across a fault on masters",
+		func(o *outcome) bool { return o.RenewedInFault > 0 }}
+	lostInFault = expectation{"an extended lock is lost (Done) while a majority is down",
+		func(o *outcome) bool {
+			for _, a := range o.h.Acquires {
+				if a.OK && a.Extend != "" && a.Lost >= 0 && inAny(a.Lost, nodeFaultWindows(o.h.Faults)) {
+					return true
+				}
+			}
+			return false
+		}}
 	midAcquireFired = expectation{"the mid-acquire trigger fired",
 		func(o *outcome) bool { return countFaults(o.h, kindKillMidAcquire) > 0 }}
 	failWhileDown = expectation{"no acquire started while a majority was down succeeds before the restart",

@@ -21,18 +21,31 @@ type Acquire struct {
 
 	Start    time.Duration // the call began
 	Acquired time.Duration // the call returned the lock (OK only)
-	Until    time.Duration // the lock's validity ended: Lock.Until (OK only)
+	Until    time.Duration // the lock's validity ended: Lock.Until, as last renewed (OK only)
 	Released time.Duration // Unlock was called; -1 if it never was (OK only)
+	Lost     time.Duration // Lock.Done closed before Unlock (the lock was lost); -1 if it never did (OK only)
+	Extend   string        `json:",omitempty"` // "auto" (WithAutoExtend) or "manual" (Lock.Extend) for a holder that renewed its lock
+	Renewals int           `json:",omitempty"` // times the holder saw its Until move later
 	Token    uint64        // fencing token, 0 without fencing
 	Value    string        `json:",omitempty"` // the lock's random value on the masters (OK only)
 	Unlock   string        `json:",omitempty"` // Unlock's error, if it returned one
 }
 
-// end is the moment the holding stopped counting as held: the earlier of the
-// end of validity and the call to Unlock.
+// end is the moment the holding stopped counting as held: the earliest of
+// the end of validity (as renewed), the loss of the lock (Done) and the call
+// to Unlock.
 func (a Acquire) end() time.Duration {
-	if a.Released >= 0 && a.Released < a.Until {
+	if a.Released >= 0 && a.Released < a.valid() {
 		return a.Released
+	}
+	return a.valid()
+}
+
+// valid is the moment the holder's right to write ended: the end of its
+// validity (as renewed), or the loss of the lock when that came first.
+func (a Acquire) valid() time.Duration {
+	if a.Lost >= 0 && a.Lost < a.Until {
+		return a.Lost
 	}
 	return a.Until
 }
@@ -95,6 +108,33 @@ func (r *recorder) released(id int, at time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.h.Acquires[id].Released = at
+}
+
+// renewed records holder id's validity as it now is: moved later by a
+// renewal, or earlier by a failed Extend.
+func (r *recorder) renewed(id int, until time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if until > r.h.Acquires[id].Until {
+		r.h.Acquires[id].Renewals++
+	}
+	r.h.Acquires[id].Until = until
+}
+
+// extending records that holder id renews its lock, and how.
+func (r *recorder) extending(id int, kind string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.h.Acquires[id].Extend = kind
+}
+
+// lost records the moment holder id's lock was lost, unless it was already.
+func (r *recorder) lost(id int, at time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.h.Acquires[id].Lost < 0 {
+		r.h.Acquires[id].Lost = at
+	}
 }
 
 // unlockFailed records the error Unlock returned to holder id.

@@ -51,6 +51,9 @@ type Config struct {
 	// Progress, when not nil, is called a few times a second while a
 	// scenario runs, from one goroutine at a time.
 	Progress func(Progress)
+	// Finished, when not nil, is called with each scenario's report as
+	// soon as the scenario is over, from the goroutine that called Run.
+	Finished func(index, total int, s ScenarioReport)
 }
 
 // Progress is a snapshot of the scenario running.
@@ -147,6 +150,9 @@ func Run(ctx context.Context, cfg Config) (_ Report, err error) {
 	for i, sc := range run {
 		sr, err := runScenario(ctx, cl, cfg, sc, i+1, len(run))
 		rep.Scenarios = append(rep.Scenarios, sr)
+		if cfg.Finished != nil {
+			cfg.Finished(i+1, len(run), sr)
+		}
 		if err != nil {
 			return rep, fmt.Errorf("chaos: %s: %w", sc.name, err)
 		}
@@ -208,6 +214,15 @@ func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenari
 		}
 		workers = append(workers, c)
 	}
+	var extending []*client
+	for i := 0; sc.extend && i < extenders && len(errs) == 0; i++ {
+		c, err := e.newClient(wrap)
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		extending = append(extending, c)
+	}
 	start := time.Now()
 	e.end = start.Add(d)
 	if len(errs) == 0 {
@@ -215,6 +230,13 @@ func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenari
 		var wg sync.WaitGroup
 		for _, c := range workers {
 			wg.Go(func() { e.work(ctx, stop, c) })
+		}
+		for i, c := range extending {
+			kind := extendAuto
+			if i%2 == 1 {
+				kind = extendManual
+			}
+			wg.Go(func() { e.extendWork(ctx, stop, c, kind) })
 		}
 		if cfg.Progress != nil {
 			wg.Go(func() { progress(stop, cfg.Progress, e, sc.name, index, total, d) })
