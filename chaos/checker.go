@@ -25,6 +25,10 @@ type Findings struct {
 	StaleAccepted, StaleRejected int
 	// Rejected counts every write the fencing check rejected.
 	Rejected int
+	// FenceViolations are writes the resource decided against its own
+	// rule: accepted with a token below one it had accepted for the key, or
+	// rejected with one at least as high as every token it had accepted.
+	FenceViolations int
 
 	// During node faults (the whole run when there were none): acquire calls
 	// started, of which obtained, and the latency of those obtained.
@@ -89,12 +93,19 @@ func Check(h History) Findings {
 		f.Overlaps = append(f.Overlaps, overlaps(byKey[k])...)
 	}
 
+	highest := make(map[string]uint64)       // key -> highest token accepted so far
 	newest := make(map[string]time.Duration) // key -> latest acquired-at among writers so far
 	writes := slices.Clone(h.Writes)
 	slices.SortFunc(writes, func(a, b Write) int { return int(a.Seq - b.Seq) })
 	for _, w := range writes {
 		if !w.Accepted {
 			f.Rejected++
+		}
+		if w.Accepted != (w.Token >= highest[w.Key]) {
+			f.FenceViolations++
+		}
+		if w.Accepted {
+			highest[w.Key] = max(highest[w.Key], w.Token)
 		}
 		holder, ok := byID[w.Holder]
 		if !ok {

@@ -267,6 +267,10 @@ func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenari
 	sr.Findings, sr.Faults, sr.Leaked, sr.LeakedKeys, sr.History = o.Findings, h.Faults, len(leaked), leaked, h
 	sr.Outcome = summary(o.Findings)
 	sr.Failed = judge(o, sc.want)
+	sr.CrossCheck = crossCheck(h, o.Findings, sc.fencing)
+	for _, d := range sr.CrossCheck.Disagree {
+		sr.Failed = append(sr.Failed, "porcupine and our checker agree: "+d)
+	}
 	if sr.Err != "" {
 		sr.Failed = append(sr.Failed, "the scenario ran to the end: "+sr.Err)
 	}
