@@ -23,6 +23,10 @@ import (
 // included). Every container and process it started is removed before it
 // returns.
 func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "writer" {
+		// The process clients' critical section, run by redlock exec.
+		return runWriter(args[1:], stderr)
+	}
 	fs := flag.NewFlagSet("redlock chaos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	backend := fs.String("backend", "", "docker or process (default: docker when an engine answers, else process)")
@@ -54,7 +58,12 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	cfg := Config{Backend: *backend, Scenarios: strings.Split(*scenario, ","), Nodes: *nodes, Clients: *clients, Keys: *keys, Duration: *duration, TTL: *ttl}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "redlock chaos: cannot find this binary for the process clients: %v\n", err)
+		return 2
+	}
+	cfg := Config{Redlock: self, Backend: *backend, Scenarios: strings.Split(*scenario, ","), Nodes: *nodes, Clients: *clients, Keys: *keys, Duration: *duration, TTL: *ttl}
 	// go-redis logs every failed dial through a process-wide logger; under
 	// injected faults that is hundreds of expected lines. Command runs as
 	// the process's entry point, so it may silence them.

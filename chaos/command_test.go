@@ -74,3 +74,21 @@ func TestCommandCancelled(t *testing.T) {
 		t.Fatalf("cancelled: exit %d, want 2; stderr: %s", code, errOut.String())
 	}
 }
+
+func TestProcessScenariosNeedTheBinary(t *testing.T) {
+	_, err := Run(t.Context(), Config{Backend: BackendProcess, Scenarios: []string{"process-holder-kill"}})
+	if err == nil || !strings.Contains(err.Error(), "Config.Redlock") {
+		t.Fatalf("Run without Config.Redlock: %v, want an error naming it", err)
+	}
+}
+
+func TestWriterOutsideExec(t *testing.T) {
+	t.Setenv("REDLOCK_KEY", "")
+	var errOut bytes.Buffer
+	if code := Command(t.Context(), []string{"writer", "--resource", "http://127.0.0.1:1"}, &bytes.Buffer{}, &errOut); code != 1 {
+		t.Fatalf("writer without REDLOCK_KEY: exit %d, want 1", code)
+	}
+	if !strings.Contains(errOut.String(), "redlock exec --fencing") {
+		t.Fatalf("stderr %q does not say to run it under redlock exec --fencing", errOut.String())
+	}
+}

@@ -28,6 +28,7 @@ type env struct {
 	rec     *recorder
 	res     *resource
 	trig    *trigger      // nil unless the scenario acquires through a trigger
+	procs   *procs        // nil unless the workload is client processes
 	hold    time.Duration // a critical section lasts hold/2 to 3/2 hold
 
 	// gate lets a script quiet the workload: every client iteration holds

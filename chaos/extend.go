@@ -32,8 +32,9 @@ const extendKey = keyPrefix + "extend"
 // extendKey (with auto-extend, or to Extend it by hand), hold it for
 // extendHold TTLs while writing every TTL/10, then release and pause. It
 // writes only while its lock is neither lost (Done) nor within TTL/10 of
-// its Until, as a careful user would; a manual holder extends when less
-// than half a TTL is left and stops holding when an Extend fails.
+// its Until, as a careful user would. An auto-extended holder holds on
+// until Done closes when its renewals fail; a manual holder extends when
+// less than half a TTL is left and lets go when an Extend fails.
 func (e *env) extendWork(ctx context.Context, stop <-chan struct{}, c *client, kind string) {
 	var opts []redlock.Option
 	if kind == extendAuto {
@@ -100,7 +101,10 @@ hold:
 		}
 		e.rec.renewed(h.id, e.rec.at(l.Until()))
 		if time.Until(l.Until()) <= margin {
-			break hold
+			if kind == extendManual {
+				break hold
+			}
+			continue // auto-extend may yet renew it; if not, Done closes
 		}
 		select {
 		case <-l.Done():

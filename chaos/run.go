@@ -19,6 +19,11 @@ const (
 	BackendProcess = "process" // local processes behind fault proxies ([cluster.NewProcess])
 )
 
+// maxProcClients caps the client processes of a scenario: each is two
+// processes (redlock exec and its writer), started afresh for every
+// acquisition.
+const maxProcClients = 4
+
 // Defaults of Config.
 const (
 	DefaultNodes    = 5
@@ -48,6 +53,10 @@ type Config struct {
 	// TTL is the lock TTL of the workload (scripted holders in the restart
 	// scenarios use twice it). Default 1 s.
 	TTL time.Duration
+	// Redlock is the path of the redlock binary, which the process-client
+	// scenarios run ("redlock exec" around "redlock chaos writer"). Required
+	// when one of them runs; the "redlock chaos" command passes itself.
+	Redlock string
 	// Progress, when not nil, is called a few times a second while a
 	// scenario runs, from one goroutine at a time.
 	Progress func(Progress)
@@ -124,6 +133,11 @@ func (c Config) resolved() (Config, []scenario, error) {
 			return c, nil, fmt.Errorf("chaos: no scenario %q; there are: all, %s", name, strings.Join(ScenarioNames(), ", "))
 		}
 		run = append(run, scenarios[i])
+	}
+	for _, sc := range run {
+		if sc.procs && c.Redlock == "" {
+			return c, nil, fmt.Errorf("chaos: scenario %s runs client processes: Config.Redlock must name the redlock binary", sc.name)
+		}
 	}
 	c.Scenarios = names
 	return c, run, nil
@@ -206,7 +220,20 @@ func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenari
 		wrap = e.trig.wrap
 	}
 	var workers []*client
+	var procClients int
+	if sc.procs {
+		p, err := newProcs(e, cfg.Redlock)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			e.procs = p
+			procClients = min(cfg.Clients, maxProcClients)
+		}
+	}
 	for range cfg.Clients {
+		if sc.procs {
+			break
+		}
 		c, err := e.newClient(wrap)
 		if err != nil {
 			errs = append(errs, err)
@@ -231,6 +258,9 @@ func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenari
 		for _, c := range workers {
 			wg.Go(func() { e.work(ctx, stop, c) })
 		}
+		for i := range procClients {
+			wg.Go(func() { e.procs.work(ctx, stop, i) })
+		}
 		for i, c := range extending {
 			kind := extendAuto
 			if i%2 == 1 {
@@ -249,6 +279,9 @@ func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenari
 	if e.trig != nil {
 		e.trig.wait()
 	}
+	if e.procs != nil {
+		errs = append(errs, e.procs.close())
+	}
 	restoreErr := e.restore()
 	errs = append(errs, restoreErr, e.closeClients())
 	sr.Took = time.Since(start)
@@ -263,7 +296,7 @@ func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenari
 		sr.Err = err.Error()
 	}
 	h := rec.history()
-	o := &outcome{Findings: Check(h), h: h, leaked: len(leaked)}
+	o := &outcome{Findings: Check(h), h: h, leaked: len(leaked), ttl: cfg.TTL}
 	sr.Findings, sr.Faults, sr.Leaked, sr.LeakedKeys, sr.History = o.Findings, h.Faults, len(leaked), leaked, h
 	sr.Outcome = summary(o.Findings)
 	sr.Failed = judge(o, sc.want)

@@ -17,6 +17,7 @@ type scenario struct {
 	fencing    bool // the clients take locks WithFencing and the resource checks tokens
 	midAcquire bool // the clients' masters sit behind a trigger
 	extend     bool // extending clients (auto-extend, Extend by hand) join the workload
+	procs      bool // the workload is client processes (redlock exec --fencing around a writer), not goroutines
 
 	// script injects the faults while the workload runs. It plays at least
 	// one round of its faults in full, and more while the workload's
@@ -63,7 +64,7 @@ var scenarios = []scenario{
 		about:  "N/2+1 masters killed for 1.5 TTL: safe; every acquire fails while they are down; available again after the restart",
 		script: majorityKill,
 		extend: true,
-		want:   []expectation{noOverlap, noUnsafeWrite, failWhileDown, availableAfter, lostInFault},
+		want:   []expectation{noOverlap, noUnsafeWrite, failWhileDown, availableAfter, endedInFault},
 	},
 	{
 		name:   "holder-pause",
@@ -90,6 +91,30 @@ var scenarios = []scenario{
 		fencing: true,
 		script:  restartScript(false),
 		want:    []expectation{overlapFound, staleRejected},
+	},
+	{
+		name:    "process-minority-kill",
+		about:   "client processes (redlock exec --fencing around a writer) while (N-1)/2 masters are killed and started again empty: safe and available",
+		procs:   true,
+		fencing: true,
+		script:  cycle(kindKill, "start", (*env).minority, cluster.Cluster.Kill, cluster.Cluster.Start),
+		want:    []expectation{noOverlap, noUnsafeWrite, available},
+	},
+	{
+		name:    "process-holder-pause",
+		about:   "a client process (redlock exec and its writer) SIGSTOPped mid-critical-section until another took the lock and wrote, then SIGCONTed: its run overlaps the next holder's, and the fenced resource rejects its stale writes",
+		procs:   true,
+		fencing: true,
+		script:  procPause,
+		want:    []expectation{overlapFound, staleRejected},
+	},
+	{
+		name:    "process-holder-kill",
+		about:   "a client process (redlock exec and its writer) SIGKILLed mid-critical-section: its lock is free again after its TTL, and never held twice",
+		procs:   true,
+		fencing: true,
+		script:  procKill,
+		want:    []expectation{noOverlap, noUnsafeWrite, freeAfterKill},
 	},
 	{
 		name:   "restart-delayed",
