@@ -36,7 +36,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	keys := fs.Int("keys", DefaultKeys, "keys they contend on")
 	duration := fs.Duration("duration", DefaultDuration, "workload time per scenario (scenarios that need a few TTLs more take them)")
 	ttl := fs.Duration("ttl", DefaultTTL, "lock TTL of the workload")
-	jsonFile := fs.String("json", "", "also write the full report, with every fault, as JSON to this file")
+	jsonFile := fs.String("json", "", "also write the full report, with every fault, as JSON to this file, and a timeline picture per scenario next to it (FILE without .json, then .SCENARIO.svg)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: redlock chaos [flags]\n\nRuns Redlock against real masters while killing, pausing, partitioning and\nrestarting them, and checks the history for overlapping holders and stale writes.\n\n")
 		fs.PrintDefaults()
@@ -98,6 +98,11 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "redlock chaos: --json: %v\n", werr)
 			return 2
 		}
+		if werr := writeTimelines(*jsonFile, rep); werr != nil {
+			fmt.Fprintf(stderr, "redlock chaos: --json: timelines: %v\n", werr)
+			return 2
+		}
+		fmt.Fprintf(stdout, "report in %s; timelines in %s\n", *jsonFile, timelineName(*jsonFile, "*"))
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "redlock chaos: %v\n", err)
@@ -116,6 +121,26 @@ func writeJSON(name string, rep Report) error {
 		return err
 	}
 	return os.WriteFile(name, append(b, '\n'), 0o644)
+}
+
+// timelineName is the timeline picture of scenario next to the JSON
+// report jsonFile.
+func timelineName(jsonFile, scenario string) string {
+	return strings.TrimSuffix(jsonFile, ".json") + "." + scenario + ".svg"
+}
+
+// writeTimelines writes each scenario's timeline next to the JSON report.
+func writeTimelines(jsonFile string, rep Report) error {
+	for _, s := range rep.Scenarios {
+		var b strings.Builder
+		if err := s.WriteTimeline(&b); err != nil {
+			return err
+		}
+		if err := os.WriteFile(timelineName(jsonFile, s.Name), []byte(b.String()), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // isTerminal reports whether w is a character device (a terminal).

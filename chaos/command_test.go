@@ -57,6 +57,9 @@ func TestCommandRunsAScenario(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if svg, err := os.ReadFile(filepath.Join(filepath.Dir(file), "report.minority-partition.svg")); err != nil || !strings.HasPrefix(string(svg), "<svg") {
+		t.Errorf("no timeline next to the JSON report: %v", err)
+	}
 	var rep Report
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("--json: %v", err)
