@@ -36,6 +36,8 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	keys := fs.Int("keys", DefaultKeys, "keys they contend on")
 	duration := fs.Duration("duration", DefaultDuration, "workload time per scenario (scenarios that need a few TTLs more take them)")
 	ttl := fs.Duration("ttl", DefaultTTL, "lock TTL of the workload")
+	soak := fs.Bool("soak", false, "run every safe scenario until it has acquired --soak-min locks, on both backends unless --backend is given")
+	soakMin := fs.Int("soak-min", DefaultSoak, "acquisitions per scenario in a soak")
 	jsonFile := fs.String("json", "", "also write the full report, with every fault, as JSON to this file, and a timeline picture per scenario next to it (FILE without .json, then .SCENARIO.svg)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: redlock chaos [flags]\n\nRuns Redlock against real masters while killing, pausing, partitioning and\nrestarting them, and checks the history for overlapping holders and stale writes.\n\n")
@@ -63,7 +65,24 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "redlock chaos: cannot find this binary for the process clients: %v\n", err)
 		return 2
 	}
+	if *soak && *soakMin < 1 {
+		fmt.Fprintf(stderr, "redlock chaos: --soak-min %d: want at least 1\n", *soakMin)
+		return 2
+	}
 	cfg := Config{Redlock: self, Backend: *backend, Scenarios: strings.Split(*scenario, ","), Nodes: *nodes, Clients: *clients, Keys: *keys, Duration: *duration, TTL: *ttl}
+	backends := []string{*backend}
+	if *soak {
+		cfg.Soak = *soakMin
+		if *scenario == "all" {
+			cfg.Scenarios = nil // the safe ones
+		}
+		if *backend == "" {
+			backends = []string{BackendProcess}
+			if cluster.DockerAvailable() == nil {
+				backends = append(backends, BackendDocker)
+			}
+		}
+	}
 	// go-redis logs every failed dial through a process-wide logger; under
 	// injected faults that is hundreds of expected lines. Command runs as
 	// the process's entry point, so it may silence them.
@@ -81,6 +100,30 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stdout, s.progressLine(index, total))
 	}
+	var bad []string
+	for _, b := range backends {
+		cfg.Backend = b
+		file := *jsonFile
+		if file != "" && len(backends) > 1 {
+			file = strings.TrimSuffix(file, ".json") + "." + b + ".json"
+		}
+		rep, code := runReport(ctx, cfg, file, live, stdout, stderr)
+		if code != 0 {
+			return code
+		}
+		bad = append(bad, rep.Unexpected()...)
+	}
+	if len(bad) > 0 {
+		fmt.Fprintf(stderr, "redlock chaos: unexpected verdict: %s\n", strings.Join(bad, ", "))
+		return 1
+	}
+	return 0
+}
+
+// runReport runs cfg, prints the table, writes the JSON report and the
+// timelines to jsonFile when it is not empty, and returns the report and
+// 0, or 2 when the run or the writing failed.
+func runReport(ctx context.Context, cfg Config, jsonFile string, live bool, stdout, stderr io.Writer) (Report, int) {
 	start := time.Now()
 	rep, err := Run(ctx, cfg)
 	if live {
@@ -93,26 +136,22 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "%d scenarios in %v\n", len(rep.Scenarios), time.Since(start).Round(time.Second))
 	}
-	if *jsonFile != "" {
-		if werr := writeJSON(*jsonFile, rep); werr != nil {
+	if jsonFile != "" {
+		if werr := writeJSON(jsonFile, rep); werr != nil {
 			fmt.Fprintf(stderr, "redlock chaos: --json: %v\n", werr)
-			return 2
+			return rep, 2
 		}
-		if werr := writeTimelines(*jsonFile, rep); werr != nil {
+		if werr := writeTimelines(jsonFile, rep); werr != nil {
 			fmt.Fprintf(stderr, "redlock chaos: --json: timelines: %v\n", werr)
-			return 2
+			return rep, 2
 		}
-		fmt.Fprintf(stdout, "report in %s; timelines in %s\n", *jsonFile, timelineName(*jsonFile, "*"))
+		fmt.Fprintf(stdout, "report in %s; timelines in %s\n", jsonFile, timelineName(jsonFile, "*"))
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "redlock chaos: %v\n", err)
-		return 2
+		return rep, 2
 	}
-	if bad := rep.Unexpected(); len(bad) > 0 {
-		fmt.Fprintf(stderr, "redlock chaos: unexpected verdict: %s\n", strings.Join(bad, ", "))
-		return 1
-	}
-	return 0
+	return rep, 0
 }
 
 func writeJSON(name string, rep Report) error {

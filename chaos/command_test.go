@@ -95,3 +95,44 @@ func TestWriterOutsideExec(t *testing.T) {
 		t.Fatalf("stderr %q does not say to run it under redlock exec --fencing", errOut.String())
 	}
 }
+
+// A soak runs a safe scenario past its duration until it has its
+// acquisitions; it refuses a scenario that must find unsafety.
+func TestCommandSoak(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "soak.json")
+	var out, errOut bytes.Buffer
+	code := Command(t.Context(), []string{"--soak", "--soak-min", "600", "--backend", "process", "--scenario", "minority-kill",
+		"--duration", "1s", "--clients", "4", "--json", file}, &out, &errOut)
+	t.Log("\n" + out.String())
+	if code != 0 {
+		t.Fatalf("exit %d, stderr: %s", code, errOut.String())
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Scenarios) != 1 || rep.Scenarios[0].Acquired < 600 {
+		t.Fatalf("soak: %d scenarios, acquired %d; want 1 with at least 600", len(rep.Scenarios), rep.Scenarios[0].Acquired)
+	}
+	if s := rep.Scenarios[0]; len(s.Faults) < 2 {
+		t.Errorf("soak of %v: %d faults; the script should have repeated its fault", s.Took, len(s.Faults))
+	}
+
+	errOut.Reset()
+	if code := Command(t.Context(), []string{"--soak", "--soak-min", "100", "--backend", "process", "--scenario", "holder-pause"}, &out, &errOut); code != 2 ||
+		!strings.Contains(errOut.String(), "does not soak") {
+		t.Fatalf("soak of holder-pause: exit %d, stderr %q; want 2 and why", code, errOut.String())
+	}
+}
+
+func TestSafeScenarioNames(t *testing.T) {
+	got := strings.Join(SafeScenarioNames(), ",")
+	want := "minority-kill,minority-kill-mid-acquire,minority-pause,minority-partition,majority-kill,process-minority-kill,process-holder-kill,restart-delayed"
+	if got != want {
+		t.Fatalf("SafeScenarioNames() = %s, want %s", got, want)
+	}
+}

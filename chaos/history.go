@@ -80,9 +80,10 @@ type History struct {
 type recorder struct {
 	base time.Time
 
-	mu   sync.Mutex // guards h
-	h    History
-	next int // next Acquire.ID
+	mu       sync.Mutex // guards h, next and acquired
+	h        History
+	next     int // next Acquire.ID
+	acquired int // Acquires with OK
 }
 
 func newRecorder() *recorder { return &recorder{base: time.Now()} }
@@ -99,6 +100,9 @@ func (r *recorder) acquire(a Acquire) int {
 	defer r.mu.Unlock()
 	a.ID = r.next
 	r.next++
+	if a.OK {
+		r.acquired++
+	}
 	r.h.Acquires = append(r.h.Acquires, a)
 	return a.ID
 }
@@ -165,6 +169,13 @@ func (r *recorder) faultEnd(i int) {
 	if r.h.Faults[i].End < 0 {
 		r.h.Faults[i].End = time.Since(r.base)
 	}
+}
+
+// acquisitions returns the locks acquired so far.
+func (r *recorder) acquisitions() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.acquired
 }
 
 // counts returns the acquisitions so far and the faults injected, for

@@ -31,6 +31,7 @@ const (
 	DefaultKeys     = 1
 	DefaultDuration = 10 * time.Second
 	DefaultTTL      = time.Second
+	DefaultSoak     = 10000 // acquisitions per scenario of "redlock chaos --soak"
 )
 
 // Config says what to run. The zero value runs every scenario with the
@@ -53,6 +54,11 @@ type Config struct {
 	// TTL is the lock TTL of the workload (scripted holders in the restart
 	// scenarios use twice it). Default 1 s.
 	TTL time.Duration
+	// Soak, when more than 0, runs each scenario's workload until at least
+	// this many locks were acquired (and at least Duration), its faults
+	// repeating meanwhile. Only scenarios that must stay safe soak; the
+	// default list is then those ([SafeScenarioNames]).
+	Soak int
 	// Redlock is the path of the redlock binary, which the process-client
 	// scenarios run ("redlock exec" around "redlock chaos writer"). Required
 	// when one of them runs; the "redlock chaos" command passes itself.
@@ -82,6 +88,27 @@ func ScenarioNames() []string {
 		names = append(names, s.name)
 	}
 	return names
+}
+
+// SafeScenarioNames lists the scenarios that must stay safe (no overlap,
+// no late or stale write accepted): the ones a soak runs.
+func SafeScenarioNames() []string {
+	var names []string
+	for _, s := range scenarios {
+		if s.safe() {
+			names = append(names, s.name)
+		}
+	}
+	return names
+}
+
+// safe reports whether the scenario must find no two holders at once and
+// no unsafe write.
+func (s scenario) safe() bool {
+	has := func(x expectation) bool {
+		return slices.ContainsFunc(s.want, func(e expectation) bool { return e.what == x.what })
+	}
+	return has(noOverlap) && has(noUnsafeWrite)
 }
 
 // resolved fills in the defaults and checks c.
@@ -125,6 +152,12 @@ func (c Config) resolved() (Config, []scenario, error) {
 	names := c.Scenarios
 	if len(names) == 0 || slices.Equal(names, []string{"all"}) {
 		names = ScenarioNames()
+		if c.Soak > 0 {
+			names = SafeScenarioNames()
+		}
+	}
+	if c.Soak < 0 {
+		return c, nil, fmt.Errorf("chaos: soak = %d: want 0 (off) or the acquisitions per scenario", c.Soak)
 	}
 	var run []scenario
 	for _, name := range names {
@@ -135,6 +168,9 @@ func (c Config) resolved() (Config, []scenario, error) {
 		run = append(run, scenarios[i])
 	}
 	for _, sc := range run {
+		if c.Soak > 0 && !sc.safe() {
+			return c, nil, fmt.Errorf("chaos: scenario %s must find unsafety and ends when it has: it does not soak; the safe ones are: %s", sc.name, strings.Join(SafeScenarioNames(), ", "))
+		}
 		if sc.procs && c.Redlock == "" {
 			return c, nil, fmt.Errorf("chaos: scenario %s runs client processes: Config.Redlock must name the redlock binary", sc.name)
 		}
@@ -200,7 +236,7 @@ func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenari
 	e := &env{
 		cl: cl, n: cfg.Nodes, quorum: cfg.Nodes/2 + 1, ttl: cfg.TTL, fencing: sc.fencing,
 		rec: rec, res: newResource(rec, sc.fencing), faulted: make([]bool, cfg.Nodes),
-		hold: 4 * time.Millisecond,
+		hold: 4 * time.Millisecond, soak: cfg.Soak,
 	}
 	for k := range cfg.Keys {
 		e.keys = append(e.keys, fmt.Sprintf("%s%d", keyPrefix, k))
@@ -272,7 +308,9 @@ func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenari
 			wg.Go(func() { progress(stop, cfg.Progress, e, sc.name, index, total, d) })
 		}
 		errs = append(errs, sc.script(ctx, e))
-		sleep(ctx, e.left()) // the workload runs at least d
+		// The workload runs at least d, and a soak until its acquisitions.
+		for e.left() > 0 && sleep(ctx, min(e.left(), 100*time.Millisecond)) {
+		}
 		close(stop)
 		wg.Wait()
 	}
