@@ -143,10 +143,11 @@ func (e *env) inject(kind string, nodes []int, note string, op func(int) error) 
 		e.faulted[i] = true
 	}
 	e.mu.Unlock()
+	began := e.rec.now()
 	if err := e.each(nodes, op); err != nil {
 		return 0, fmt.Errorf("%s %v: %w", kind, nodes, err)
 	}
-	return e.rec.faultBegin(kind, nodes, note), nil
+	return e.rec.faultInjected(kind, nodes, note, began), nil
 }
 
 // undo records the end of fault f and applies op to its masters.

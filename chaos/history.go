@@ -65,6 +65,7 @@ type Fault struct {
 	Kind  string        // "kill", "pause", "partition", "restart-empty", "holder-pause", ...
 	Nodes []int         `json:",omitempty"` // masters, by index; none for a client-side fault
 	Note  string        `json:",omitempty"`
+	Began time.Duration // injecting it began (Docker takes a while to kill a container)
 	At    time.Duration // in force from (after the fault was injected)
 	End   time.Duration // to (when undoing it began); -1 while in force
 }
@@ -156,9 +157,16 @@ func (r *recorder) write(w Write) {
 
 // faultBegin records a fault in force from now and returns its index.
 func (r *recorder) faultBegin(kind string, nodes []int, note string) int {
+	return r.faultInjected(kind, nodes, note, r.now())
+}
+
+// faultInjected records a fault whose injection began at began and which
+// is in force from now, and returns its index.
+func (r *recorder) faultInjected(kind string, nodes []int, note string, began time.Duration) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.h.Faults = append(r.h.Faults, Fault{Kind: kind, Nodes: slices.Clone(nodes), Note: note, At: time.Since(r.base), End: -1})
+	now := time.Since(r.base)
+	r.h.Faults = append(r.h.Faults, Fault{Kind: kind, Nodes: slices.Clone(nodes), Note: note, Began: min(began, now), At: now, End: -1})
 	return len(r.h.Faults) - 1
 }
 
