@@ -48,7 +48,6 @@ type procHolder struct {
 	execPgid   int // redlock exec's process group (its pid)
 	writes     int
 	ended      bool
-	killed     bool
 	launchedAt time.Duration
 }
 
