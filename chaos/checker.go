@@ -12,11 +12,12 @@ type Findings struct {
 	Acquired int // of which obtained the lock
 
 	// Overlaps are pairs of holders of one key whose windows
-	// [acquired, min(until, released)] intersect. Windows that only touch
+	// [acquired, min(until, lost, released)] intersect. Windows that only touch
 	// (one ends when the other begins) do not overlap.
 	Overlaps []Overlap
 
-	// Late writes were made after their holder's validity ended.
+	// Late writes were made after their holder's validity ended: at its
+	// Until as last renewed, or when its lock was lost (Done), if sooner.
 	LateAccepted, LateRejected int
 	// Stale writes were made after a newer holder of the same key (one
 	// that acquired later) had written: the writes a fencing token exists to
@@ -24,11 +25,21 @@ type Findings struct {
 	StaleAccepted, StaleRejected int
 	// Rejected counts every write the fencing check rejected.
 	Rejected int
+	// FenceViolations are writes the resource decided against its own
+	// rule: accepted with a token below one it had accepted for the key, or
+	// rejected with one at least as high as every token it had accepted.
+	FenceViolations int
 
 	// During node faults (the whole run when there were none): acquire calls
 	// started, of which obtained, and the latency of those obtained.
 	FaultAttempts, FaultAcquired int
 	P50, P99                     time.Duration
+
+	// Holdings of the extending clients (auto-extend or Extend by hand):
+	// how many, how often their Until moved later, how many were lost
+	// (Done closed before Unlock), and how many renewed while held across
+	// a fault on masters.
+	Extended, Renewals, Lost, RenewedInFault int
 
 	// MaxGap is the longest stretch of a fault on masters in which no
 	// client acquired any lock: how long the lock service stood still. An
@@ -82,6 +93,7 @@ func Check(h History) Findings {
 		f.Overlaps = append(f.Overlaps, overlaps(byKey[k])...)
 	}
 
+	highest := make(map[string]uint64)       // key -> highest token accepted so far
 	newest := make(map[string]time.Duration) // key -> latest acquired-at among writers so far
 	writes := slices.Clone(h.Writes)
 	slices.SortFunc(writes, func(a, b Write) int { return int(a.Seq - b.Seq) })
@@ -89,11 +101,17 @@ func Check(h History) Findings {
 		if !w.Accepted {
 			f.Rejected++
 		}
+		if w.Accepted != (w.Token >= highest[w.Key]) {
+			f.FenceViolations++
+		}
+		if w.Accepted {
+			highest[w.Key] = max(highest[w.Key], w.Token)
+		}
 		holder, ok := byID[w.Holder]
 		if !ok {
 			continue // a write with no recorded holder: not made by the workload
 		}
-		if w.At > holder.Until {
+		if w.At > holder.valid() {
 			if w.Accepted {
 				f.LateAccepted++
 			} else {
@@ -113,6 +131,19 @@ func Check(h History) Findings {
 	}
 
 	windows := nodeFaultWindows(h.Faults)
+	for _, a := range h.Acquires {
+		if !a.OK || a.Extend == "" {
+			continue
+		}
+		f.Extended++
+		f.Renewals += a.Renewals
+		if a.Lost >= 0 {
+			f.Lost++
+		}
+		if a.Renewals > 0 && intersectsAny(a.Acquired, a.end(), windows) {
+			f.RenewedInFault++
+		}
+	}
 	var lat []time.Duration
 	for _, a := range h.Acquires {
 		if windows != nil && !inAny(a.Start, windows) {
@@ -180,6 +211,16 @@ func nodeFaultWindows(fs []Fault) []window {
 		}
 	}
 	return ws
+}
+
+// intersectsAny reports whether [from, to] meets one of ws.
+func intersectsAny(from, to time.Duration, ws []window) bool {
+	for _, w := range ws {
+		if from <= w.to && to >= w.from {
+			return true
+		}
+	}
+	return false
 }
 
 func inAny(t time.Duration, ws []window) bool {

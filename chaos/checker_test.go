@@ -9,7 +9,7 @@ const ms = time.Millisecond
 
 // held is a successful acquire of key k by client c.
 func held(id int, k string, acquired, until, released time.Duration, token uint64) Acquire {
-	return Acquire{ID: id, Client: id, Key: k, OK: true, Start: acquired - ms, Acquired: acquired, Until: until, Released: released, Token: token}
+	return Acquire{ID: id, Client: id, Key: k, OK: true, Start: acquired - ms, Acquired: acquired, Until: until, Released: released, Lost: -1, Token: token}
 }
 
 func TestCheckFindsOverlap(t *testing.T) {
@@ -141,8 +141,8 @@ func TestCheckStaleWriteWithinValidity(t *testing.T) {
 func TestCheckAvailabilityDuringFaults(t *testing.T) {
 	h := History{
 		Acquires: []Acquire{
-			{ID: 0, Key: "k", Start: 0, OK: true, Acquired: 5 * ms, Until: 50 * ms, Released: 10 * ms},
-			{ID: 1, Key: "k", Start: 100 * ms, OK: true, Acquired: 120 * ms, Until: 150 * ms, Released: 130 * ms},
+			{ID: 0, Key: "k", Start: 0, OK: true, Acquired: 5 * ms, Until: 50 * ms, Released: 10 * ms, Lost: -1},
+			{ID: 1, Key: "k", Start: 100 * ms, OK: true, Acquired: 120 * ms, Until: 150 * ms, Released: 130 * ms, Lost: -1},
 			{ID: 2, Key: "k", Start: 140 * ms, Err: "no quorum"},
 			{ID: 3, Key: "k", Start: 300 * ms, Err: "no quorum"},
 		},
@@ -191,5 +191,33 @@ func TestFenceGuard(t *testing.T) {
 		if got := g.admit(c.key, c.token); got != c.want {
 			t.Errorf("admit(%s, %d) = %v, want %v", c.key, c.token, got, c.want)
 		}
+	}
+}
+
+// An extended holder's window ends at its renewed Until, or at the loss of
+// its lock when that comes first; a write after the loss is late.
+func TestCheckExtendedWindowEndsAtRenewedUntilOrLoss(t *testing.T) {
+	renewed := held(0, "k", 0, 300*ms, 290*ms, 0) // Until renewed from 100ms to 300ms
+	renewed.Extend, renewed.Renewals = extendAuto, 2
+	h := History{
+		Acquires: []Acquire{renewed, held(1, "k", 200*ms, 400*ms, 350*ms, 0)},
+		Writes:   []Write{{Seq: 1, Holder: 0, Key: "k", At: 250 * ms, Accepted: true}},
+		Faults:   []Fault{{Kind: "kill", Nodes: []int{4}, At: 50 * ms, End: 150 * ms}},
+	}
+	f := Check(h)
+	if len(f.Overlaps) != 1 || f.LateAccepted != 0 {
+		t.Fatalf("renewed to 300ms: overlaps %v, late %d; want one overlap from 200ms, no late write", f.Overlaps, f.LateAccepted)
+	}
+	if f.Extended != 1 || f.Renewals != 2 || f.RenewedInFault != 1 || f.Lost != 0 {
+		t.Fatalf("extended %d, renewals %d, renewed in fault %d, lost %d; want 1, 2, 1, 0", f.Extended, f.Renewals, f.RenewedInFault, f.Lost)
+	}
+
+	h.Acquires[0].Lost = 180 * ms // Done closed at 180ms: the window ends there
+	f = Check(h)
+	if len(f.Overlaps) != 0 {
+		t.Fatalf("lost at 180ms: overlaps %v, want none", f.Overlaps)
+	}
+	if f.LateAccepted != 1 || f.Lost != 1 {
+		t.Fatalf("lost at 180ms: late accepted %d, lost %d; want the write at 250ms late, one lost", f.LateAccepted, f.Lost)
 	}
 }

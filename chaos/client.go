@@ -88,7 +88,7 @@ func (e *env) acquire(ctx context.Context, c *client, key string, timeout time.D
 	}
 	id := e.rec.acquire(Acquire{
 		Client: c.id, Key: key, OK: true, Start: start, Acquired: e.rec.now(),
-		Until: e.rec.at(l.Until()), Released: -1, Token: l.Fence(), Value: l.Value(),
+		Until: e.rec.at(l.Until()), Released: -1, Lost: -1, Token: l.Fence(), Value: l.Value(),
 	})
 	return &holding{id: id, lock: l}
 }

@@ -23,6 +23,10 @@ import (
 // included). Every container and process it started is removed before it
 // returns.
 func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "writer" {
+		// The process clients' critical section, run by redlock exec.
+		return runWriter(args[1:], stderr)
+	}
 	fs := flag.NewFlagSet("redlock chaos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	backend := fs.String("backend", "", "docker or process (default: docker when an engine answers, else process)")
@@ -32,7 +36,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	keys := fs.Int("keys", DefaultKeys, "keys they contend on")
 	duration := fs.Duration("duration", DefaultDuration, "workload time per scenario (scenarios that need a few TTLs more take them)")
 	ttl := fs.Duration("ttl", DefaultTTL, "lock TTL of the workload")
-	jsonFile := fs.String("json", "", "also write the full report, with every fault, as JSON to this file")
+	soak := fs.Bool("soak", false, "run every safe scenario until it has acquired --soak-min locks, on both backends unless --backend is given")
+	soakMin := fs.Int("soak-min", DefaultSoak, "acquisitions per scenario in a soak")
+	jsonFile := fs.String("json", "", "also write the full report, with every fault, as JSON to this file, and a timeline picture per scenario next to it (FILE without .json, then .SCENARIO.svg)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: redlock chaos [flags]\n\nRuns Redlock against real masters while killing, pausing, partitioning and\nrestarting them, and checks the history for overlapping holders and stale writes.\n\n")
 		fs.PrintDefaults()
@@ -54,7 +60,29 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	cfg := Config{Backend: *backend, Scenarios: strings.Split(*scenario, ","), Nodes: *nodes, Clients: *clients, Keys: *keys, Duration: *duration, TTL: *ttl}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "redlock chaos: cannot find this binary for the process clients: %v\n", err)
+		return 2
+	}
+	if *soak && *soakMin < 1 {
+		fmt.Fprintf(stderr, "redlock chaos: --soak-min %d: want at least 1\n", *soakMin)
+		return 2
+	}
+	cfg := Config{Redlock: self, Backend: *backend, Scenarios: strings.Split(*scenario, ","), Nodes: *nodes, Clients: *clients, Keys: *keys, Duration: *duration, TTL: *ttl}
+	backends := []string{*backend}
+	if *soak {
+		cfg.Soak = *soakMin
+		if *scenario == "all" {
+			cfg.Scenarios = nil // the safe ones
+		}
+		if *backend == "" {
+			backends = []string{BackendProcess}
+			if cluster.DockerAvailable() == nil {
+				backends = append(backends, BackendDocker)
+			}
+		}
+	}
 	// go-redis logs every failed dial through a process-wide logger; under
 	// injected faults that is hundreds of expected lines. Command runs as
 	// the process's entry point, so it may silence them.
@@ -66,32 +94,64 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				p.Index, p.Total, p.Scenario, p.Elapsed.Round(100*time.Millisecond), p.Duration, p.Acquired, p.Attempts, p.Faults)
 		}
 	}
+	cfg.Finished = func(index, total int, s ScenarioReport) {
+		if live {
+			fmt.Fprint(stdout, "\r\033[K")
+		}
+		fmt.Fprintln(stdout, s.progressLine(index, total))
+	}
+	var bad []string
+	for _, b := range backends {
+		cfg.Backend = b
+		file := *jsonFile
+		if file != "" && len(backends) > 1 {
+			file = strings.TrimSuffix(file, ".json") + "." + b + ".json"
+		}
+		rep, code := runReport(ctx, cfg, file, live, stdout, stderr)
+		if code != 0 {
+			return code
+		}
+		bad = append(bad, rep.Unexpected()...)
+	}
+	if len(bad) > 0 {
+		fmt.Fprintf(stderr, "redlock chaos: unexpected verdict: %s\n", strings.Join(bad, ", "))
+		return 1
+	}
+	return 0
+}
+
+// runReport runs cfg, prints the table, writes the JSON report and the
+// timelines to jsonFile when it is not empty, and returns the report and
+// 0, or 2 when the run or the writing failed.
+func runReport(ctx context.Context, cfg Config, jsonFile string, live bool, stdout, stderr io.Writer) (Report, int) {
 	start := time.Now()
 	rep, err := Run(ctx, cfg)
 	if live {
 		fmt.Fprint(stdout, "\r\033[K")
 	}
 	if len(rep.Scenarios) > 0 {
+		fmt.Fprintln(stdout)
 		if werr := rep.WriteTable(stdout); werr != nil {
 			fmt.Fprintf(stderr, "redlock chaos: %v\n", werr)
 		}
 		fmt.Fprintf(stdout, "%d scenarios in %v\n", len(rep.Scenarios), time.Since(start).Round(time.Second))
 	}
-	if *jsonFile != "" {
-		if werr := writeJSON(*jsonFile, rep); werr != nil {
+	if jsonFile != "" {
+		if werr := writeJSON(jsonFile, rep); werr != nil {
 			fmt.Fprintf(stderr, "redlock chaos: --json: %v\n", werr)
-			return 2
+			return rep, 2
 		}
+		if werr := writeTimelines(jsonFile, rep); werr != nil {
+			fmt.Fprintf(stderr, "redlock chaos: --json: timelines: %v\n", werr)
+			return rep, 2
+		}
+		fmt.Fprintf(stdout, "report in %s; timelines in %s\n", jsonFile, timelineName(jsonFile, "*"))
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "redlock chaos: %v\n", err)
-		return 2
+		return rep, 2
 	}
-	if bad := rep.Unexpected(); len(bad) > 0 {
-		fmt.Fprintf(stderr, "redlock chaos: unexpected verdict: %s\n", strings.Join(bad, ", "))
-		return 1
-	}
-	return 0
+	return rep, 0
 }
 
 func writeJSON(name string, rep Report) error {
@@ -100,6 +160,26 @@ func writeJSON(name string, rep Report) error {
 		return err
 	}
 	return os.WriteFile(name, append(b, '\n'), 0o644)
+}
+
+// timelineName is the timeline picture of scenario next to the JSON
+// report jsonFile.
+func timelineName(jsonFile, scenario string) string {
+	return strings.TrimSuffix(jsonFile, ".json") + "." + scenario + ".svg"
+}
+
+// writeTimelines writes each scenario's timeline next to the JSON report.
+func writeTimelines(jsonFile string, rep Report) error {
+	for _, s := range rep.Scenarios {
+		var b strings.Builder
+		if err := s.WriteTimeline(&b); err != nil {
+			return err
+		}
+		if err := os.WriteFile(timelineName(jsonFile, s.Name), []byte(b.String()), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // isTerminal reports whether w is a character device (a terminal).

@@ -13,6 +13,21 @@
 // finds anything proves nothing, so those scenarios fail when it finds
 // nothing.
 //
+// The clients are goroutines, each with its own Redlock — among them, in
+// the scenarios on masters, two that hold for several TTLs and renew (one
+// with auto-extend, one calling Extend), so that the faults reach the
+// renewal path — or, in the process-* scenarios, OS processes: "redlock
+// exec --fencing" around "redlock chaos writer", frozen with SIGSTOP and
+// killed with SIGKILL for real (see procclient.go for what a holding is
+// then).
+//
+// [Check] explains a history; porcupine cross-checks it (crosscheck.go):
+// the same history must be linearizable against a sequential lock exactly
+// when Check finds no overlap, and, for fenced runs, against a fenced
+// register exactly when no write broke the fence. A scenario where the two
+// disagree fails. [ScenarioReport.WriteTimeline] draws a history.
+//
 // [Run] runs scenarios and returns a [Report]; [Command] is the
-// "redlock chaos" command line.
+// "redlock chaos" command line. With [Config.Soak] the safe scenarios run
+// until they have acquired that many locks.
 package chaos

@@ -28,7 +28,9 @@ type env struct {
 	rec     *recorder
 	res     *resource
 	trig    *trigger      // nil unless the scenario acquires through a trigger
+	procs   *procs        // nil unless the workload is client processes
 	hold    time.Duration // a critical section lasts hold/2 to 3/2 hold
+	soak    int           // the workload runs until this many acquisitions, if more than 0
 
 	// gate lets a script quiet the workload: every client iteration holds
 	// it for reading; a script that takes it for writing waits for the
@@ -141,10 +143,11 @@ func (e *env) inject(kind string, nodes []int, note string, op func(int) error) 
 		e.faulted[i] = true
 	}
 	e.mu.Unlock()
+	began := e.rec.now()
 	if err := e.each(nodes, op); err != nil {
 		return 0, fmt.Errorf("%s %v: %w", kind, nodes, err)
 	}
-	return e.rec.faultBegin(kind, nodes, note), nil
+	return e.rec.faultInjected(kind, nodes, note, began), nil
 }
 
 // undo records the end of fault f and applies op to its masters.
@@ -239,5 +242,11 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// left is the time until the workload's planned end.
-func (e *env) left() time.Duration { return time.Until(e.end) }
+// left is the time until the workload's planned end; while a soak has not
+// reached its acquisitions, an hour at least.
+func (e *env) left() time.Duration {
+	if e.soak > 0 && e.rec.acquisitions() < e.soak {
+		return max(time.Until(e.end), time.Hour)
+	}
+	return time.Until(e.end)
+}

@@ -2,7 +2,9 @@ package chaos
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 )
 
 // outcome is what a scenario run produced, for its expectations to judge.
@@ -10,6 +12,7 @@ type outcome struct {
 	Findings
 	h      History
 	leaked int
+	ttl    time.Duration // of the workload's locks
 }
 
 // expectation is one property a scenario's run must have.
@@ -35,6 +38,40 @@ var (
 		func(o *outcome) bool { return o.StaleRejected > 0 && o.StaleAccepted == 0 }}
 	available = expectation{"available: locks are acquired while the fault is in force",
 		func(o *outcome) bool { return o.acquiredDuringFaults() > 0 }}
+	renewedInFault = expectation{"a lock renewed (auto-extend or Extend) while held across a fault on masters",
+		func(o *outcome) bool { return o.RenewedInFault > 0 }}
+	// The kill takes a while on Docker; a renewal that fails while it is
+	// under way counts, so the window starts when the kill began.
+	endedInFault = expectation{"an extended lock held when the majority was being killed ended (lost, or let go when Extend failed) before the restart",
+		func(o *outcome) bool {
+			for _, f := range o.h.Faults {
+				if len(f.Nodes) == 0 {
+					continue
+				}
+				for _, a := range o.h.Acquires {
+					if a.OK && a.Extend != "" && a.Acquired < f.At && a.end() >= f.Began && a.end() <= f.End {
+						return true
+					}
+				}
+			}
+			return false
+		}}
+	freeAfterKill = expectation{"after each killed holder, another client gets the lock within 2 TTLs",
+		func(o *outcome) bool {
+			n := 0
+			for _, f := range o.h.Faults {
+				if f.Kind != kindHolderKill {
+					continue
+				}
+				n++
+				if !slices.ContainsFunc(o.h.Acquires, func(a Acquire) bool {
+					return a.OK && a.Acquired > f.At && a.Acquired <= f.At+2*o.ttl
+				}) {
+					return false
+				}
+			}
+			return n > 0
+		}}
 	midAcquireFired = expectation{"the mid-acquire trigger fired",
 		func(o *outcome) bool { return countFaults(o.h, kindKillMidAcquire) > 0 }}
 	failWhileDown = expectation{"no acquire started while a majority was down succeeds before the restart",
@@ -94,6 +131,7 @@ const (
 	kindPartition      = "partition"
 	kindRestartEmpty   = "restart-empty"
 	kindHolderPause    = "holder-pause"
+	kindHolderKill     = "holder-kill"
 )
 
 func countFaults(h History, kind string) int {

@@ -21,18 +21,31 @@ type Acquire struct {
 
 	Start    time.Duration // the call began
 	Acquired time.Duration // the call returned the lock (OK only)
-	Until    time.Duration // the lock's validity ended: Lock.Until (OK only)
+	Until    time.Duration // the lock's validity ended: Lock.Until, as last renewed (OK only)
 	Released time.Duration // Unlock was called; -1 if it never was (OK only)
+	Lost     time.Duration // Lock.Done closed before Unlock (the lock was lost); -1 if it never did (OK only)
+	Extend   string        `json:",omitempty"` // "auto" (WithAutoExtend) or "manual" (Lock.Extend) for a holder that renewed its lock
+	Renewals int           `json:",omitempty"` // times the holder saw its Until move later
 	Token    uint64        // fencing token, 0 without fencing
 	Value    string        `json:",omitempty"` // the lock's random value on the masters (OK only)
 	Unlock   string        `json:",omitempty"` // Unlock's error, if it returned one
 }
 
-// end is the moment the holding stopped counting as held: the earlier of the
-// end of validity and the call to Unlock.
+// end is the moment the holding stopped counting as held: the earliest of
+// the end of validity (as renewed), the loss of the lock (Done) and the call
+// to Unlock.
 func (a Acquire) end() time.Duration {
-	if a.Released >= 0 && a.Released < a.Until {
+	if a.Released >= 0 && a.Released < a.valid() {
 		return a.Released
+	}
+	return a.valid()
+}
+
+// valid is the moment the holder's right to write ended: the end of its
+// validity (as renewed), or the loss of the lock when that came first.
+func (a Acquire) valid() time.Duration {
+	if a.Lost >= 0 && a.Lost < a.Until {
+		return a.Lost
 	}
 	return a.Until
 }
@@ -52,6 +65,7 @@ type Fault struct {
 	Kind  string        // "kill", "pause", "partition", "restart-empty", "holder-pause", ...
 	Nodes []int         `json:",omitempty"` // masters, by index; none for a client-side fault
 	Note  string        `json:",omitempty"`
+	Began time.Duration // injecting it began (Docker takes a while to kill a container)
 	At    time.Duration // in force from (after the fault was injected)
 	End   time.Duration // to (when undoing it began); -1 while in force
 }
@@ -67,9 +81,10 @@ type History struct {
 type recorder struct {
 	base time.Time
 
-	mu   sync.Mutex // guards h
-	h    History
-	next int // next Acquire.ID
+	mu       sync.Mutex // guards h, next and acquired
+	h        History
+	next     int // next Acquire.ID
+	acquired int // Acquires with OK
 }
 
 func newRecorder() *recorder { return &recorder{base: time.Now()} }
@@ -86,6 +101,9 @@ func (r *recorder) acquire(a Acquire) int {
 	defer r.mu.Unlock()
 	a.ID = r.next
 	r.next++
+	if a.OK {
+		r.acquired++
+	}
 	r.h.Acquires = append(r.h.Acquires, a)
 	return a.ID
 }
@@ -95,6 +113,33 @@ func (r *recorder) released(id int, at time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.h.Acquires[id].Released = at
+}
+
+// renewed records holder id's validity as it now is: moved later by a
+// renewal, or earlier by a failed Extend.
+func (r *recorder) renewed(id int, until time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if until > r.h.Acquires[id].Until {
+		r.h.Acquires[id].Renewals++
+	}
+	r.h.Acquires[id].Until = until
+}
+
+// extending records that holder id renews its lock, and how.
+func (r *recorder) extending(id int, kind string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.h.Acquires[id].Extend = kind
+}
+
+// lost records the moment holder id's lock was lost, unless it was already.
+func (r *recorder) lost(id int, at time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.h.Acquires[id].Lost < 0 {
+		r.h.Acquires[id].Lost = at
+	}
 }
 
 // unlockFailed records the error Unlock returned to holder id.
@@ -112,9 +157,16 @@ func (r *recorder) write(w Write) {
 
 // faultBegin records a fault in force from now and returns its index.
 func (r *recorder) faultBegin(kind string, nodes []int, note string) int {
+	return r.faultInjected(kind, nodes, note, r.now())
+}
+
+// faultInjected records a fault whose injection began at began and which
+// is in force from now, and returns its index.
+func (r *recorder) faultInjected(kind string, nodes []int, note string, began time.Duration) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.h.Faults = append(r.h.Faults, Fault{Kind: kind, Nodes: slices.Clone(nodes), Note: note, At: time.Since(r.base), End: -1})
+	now := time.Since(r.base)
+	r.h.Faults = append(r.h.Faults, Fault{Kind: kind, Nodes: slices.Clone(nodes), Note: note, Began: min(began, now), At: now, End: -1})
 	return len(r.h.Faults) - 1
 }
 
@@ -125,6 +177,13 @@ func (r *recorder) faultEnd(i int) {
 	if r.h.Faults[i].End < 0 {
 		r.h.Faults[i].End = time.Since(r.base)
 	}
+}
+
+// acquisitions returns the locks acquired so far.
+func (r *recorder) acquisitions() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.acquired
 }
 
 // counts returns the acquisitions so far and the faults injected, for

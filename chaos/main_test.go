@@ -1,6 +1,10 @@
 package chaos
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -12,5 +16,48 @@ func TestMain(m *testing.M) {
 	// go-redis probes a master it could not dial (a killed one) from a
 	// goroutine that notices its client was closed only after its next 1s
 	// sleep.
-	goleak.VerifyTestMain(m, redistest.IgnoreDialProbe)
+	goleak.VerifyTestMain(cleanupM{m}, redistest.IgnoreDialProbe)
+}
+
+// cleanupM removes the redlock binary built for the process clients once
+// the tests have run.
+type cleanupM struct{ m *testing.M }
+
+func (c cleanupM) Run() int {
+	code := c.m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	return code
+}
+
+// built is the redlock binary, built once on first use.
+var built struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+// redlockBinary builds cmd/redlock (with this package in it: the process
+// clients run "redlock exec" around "redlock chaos writer") and returns
+// its path.
+func redlockBinary(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		built.dir, built.err = os.MkdirTemp("", "redlock-chaos-bin-")
+		if built.err != nil {
+			return
+		}
+		built.bin = filepath.Join(built.dir, "redlock")
+		out, err := exec.Command("go", "build", "-o", built.bin, "github.com/redlock/redlock/cmd/redlock").CombinedOutput()
+		if err != nil {
+			built.err = err
+			built.bin = string(out)
+		}
+	})
+	if built.err != nil {
+		t.Fatalf("build cmd/redlock: %v\n%s", built.err, built.bin)
+	}
+	return built.bin
 }

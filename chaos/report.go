@@ -26,8 +26,9 @@ type ScenarioReport struct {
 
 	Faults []Fault
 	Findings
-	Leaked     int      // lock keys left on untouched masters after every holder released
-	LeakedKeys []string `json:",omitempty"` // which, where, and how long they still had to live
+	CrossCheck CrossCheck // porcupine's verdict on the same history
+	Leaked     int        // lock keys left on untouched masters after every holder released
+	LeakedKeys []string   `json:",omitempty"` // which, where, and how long they still had to live
 
 	Outcome  string   // what happened, in a few words
 	Expect   []string // what the scenario must show
@@ -64,12 +65,12 @@ func (r Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "backend %s: %d masters, %d clients, %d keys, TTL %v, %v per scenario\n\n",
 		r.Backend, r.Nodes, r.Clients, r.Keys, r.TTL, r.Duration)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCENARIO\tFAULTS\tACQUIRED\tAVAIL\tGAP\tOVERLAPS\tLATE acc/rej\tSTALE acc/rej\tp50\tp99\tLEAKED\tOUTCOME\tVERDICT")
+	fmt.Fprintln(tw, "SCENARIO\tFAULTS\tACQUIRED\tAVAIL\tGAP\tEXTENDED\tOVERLAPS\tLATE acc/rej\tSTALE acc/rej\tp50\tp99\tLEAKED\tPORCUPINE\tOUTCOME\tVERDICT")
 	for _, s := range r.Scenarios {
-		fmt.Fprintf(tw, "%s\t%d\t%d/%d\t%.0f%%\t%v\t%d\t%d/%d\t%d/%d\t%v\t%v\t%d\t%s\t%s\n",
-			s.Name, len(s.Faults), s.Acquired, s.Attempts, 100*s.Availability(), roundLatency(s.MaxGap), len(s.Overlaps),
+		fmt.Fprintf(tw, "%s\t%d\t%d/%d\t%.0f%%\t%v\t%s\t%d\t%d/%d\t%d/%d\t%v\t%v\t%d\t%s\t%s\t%s\n",
+			s.Name, len(s.Faults), s.Acquired, s.Attempts, 100*s.Availability(), roundLatency(s.MaxGap), s.extended(), len(s.Overlaps),
 			s.LateAccepted, s.LateRejected, s.StaleAccepted, s.StaleRejected,
-			roundLatency(s.P50), roundLatency(s.P99), s.Leaked, s.Outcome, s.Verdict())
+			roundLatency(s.P50), roundLatency(s.P99), s.Leaked, s.porcupine(), s.Outcome, s.Verdict())
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -92,8 +93,40 @@ func (r Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintln(w, "\nAVAIL (acquire calls that got the lock within a TTL), p50 and p99 are over the calls started while masters")
 	fmt.Fprintln(w, "were faulted (the whole run when none were); GAP: the longest stretch of such a fault with no acquisition at all;")
-	fmt.Fprintln(w, "LATE: writes after the holder's validity ended; STALE: writes after a newer holder of the key had written.")
+	fmt.Fprintln(w, "EXTENDED: holdings of the clients that renew (auto-extend, Extend), renewals, locks lost (Done before Unlock);")
+	fmt.Fprintln(w, "LATE: writes after the holder's validity (as renewed) ended or its lock was lost; STALE: writes after a newer")
+	fmt.Fprintln(w, "holder of the key had written. PORCUPINE: an independent check of the same history for linearizability")
+	fmt.Fprintln(w, "against a sequential lock (then, when fenced, a fenced register); it must agree with OVERLAPS (and the fence).")
 	return nil
+}
+
+// progressLine is the line printed as the scenario finishes: its verdict
+// and counts.
+func (s ScenarioReport) progressLine(index, total int) string {
+	line := fmt.Sprintf("[%d/%d] %s: %s (%s); %d/%d acquired, %d faults, %d overlaps, %v",
+		index, total, s.Name, s.Verdict(), s.Outcome, s.Acquired, s.Attempts, len(s.Faults), len(s.Overlaps), s.Took.Round(100*time.Millisecond))
+	if s.Extended > 0 {
+		line += fmt.Sprintf("; extended %d, renewals %d, lost %d", s.Extended, s.Renewals, s.Lost)
+	}
+	return line
+}
+
+// porcupine is the PORCUPINE column: its verdict on the lock model, then on
+// the fenced register for fenced runs.
+func (s ScenarioReport) porcupine() string {
+	v := string(s.CrossCheck.Lock)
+	if s.CrossCheck.Register != "" {
+		v += "/" + string(s.CrossCheck.Register)
+	}
+	return v
+}
+
+// extended is the EXTENDED column: holdings/renewals/lost, or "-".
+func (s ScenarioReport) extended() string {
+	if s.Extended == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d/%d/%d", s.Extended, s.Renewals, s.Lost)
 }
 
 func roundLatency(d time.Duration) time.Duration {

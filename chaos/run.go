@@ -19,6 +19,11 @@ const (
 	BackendProcess = "process" // local processes behind fault proxies ([cluster.NewProcess])
 )
 
+// maxProcClients caps the client processes of a scenario: each is two
+// processes (redlock exec and its writer), started afresh for every
+// acquisition.
+const maxProcClients = 4
+
 // Defaults of Config.
 const (
 	DefaultNodes    = 5
@@ -26,6 +31,7 @@ const (
 	DefaultKeys     = 1
 	DefaultDuration = 10 * time.Second
 	DefaultTTL      = time.Second
+	DefaultSoak     = 10000 // acquisitions per scenario of "redlock chaos --soak"
 )
 
 // Config says what to run. The zero value runs every scenario with the
@@ -48,9 +54,21 @@ type Config struct {
 	// TTL is the lock TTL of the workload (scripted holders in the restart
 	// scenarios use twice it). Default 1 s.
 	TTL time.Duration
+	// Soak, when more than 0, runs each scenario's workload until at least
+	// this many locks were acquired (and at least Duration), its faults
+	// repeating meanwhile. Only scenarios that must stay safe soak; the
+	// default list is then those ([SafeScenarioNames]).
+	Soak int
+	// Redlock is the path of the redlock binary, which the process-client
+	// scenarios run ("redlock exec" around "redlock chaos writer"). Required
+	// when one of them runs; the "redlock chaos" command passes itself.
+	Redlock string
 	// Progress, when not nil, is called a few times a second while a
 	// scenario runs, from one goroutine at a time.
 	Progress func(Progress)
+	// Finished, when not nil, is called with each scenario's report as
+	// soon as the scenario is over, from the goroutine that called Run.
+	Finished func(index, total int, s ScenarioReport)
 }
 
 // Progress is a snapshot of the scenario running.
@@ -70,6 +88,27 @@ func ScenarioNames() []string {
 		names = append(names, s.name)
 	}
 	return names
+}
+
+// SafeScenarioNames lists the scenarios that must stay safe (no overlap,
+// no late or stale write accepted): the ones a soak runs.
+func SafeScenarioNames() []string {
+	var names []string
+	for _, s := range scenarios {
+		if s.safe() {
+			names = append(names, s.name)
+		}
+	}
+	return names
+}
+
+// safe reports whether the scenario must find no two holders at once and
+// no unsafe write.
+func (s scenario) safe() bool {
+	has := func(x expectation) bool {
+		return slices.ContainsFunc(s.want, func(e expectation) bool { return e.what == x.what })
+	}
+	return has(noOverlap) && has(noUnsafeWrite)
 }
 
 // resolved fills in the defaults and checks c.
@@ -113,6 +152,12 @@ func (c Config) resolved() (Config, []scenario, error) {
 	names := c.Scenarios
 	if len(names) == 0 || slices.Equal(names, []string{"all"}) {
 		names = ScenarioNames()
+		if c.Soak > 0 {
+			names = SafeScenarioNames()
+		}
+	}
+	if c.Soak < 0 {
+		return c, nil, fmt.Errorf("chaos: soak = %d: want 0 (off) or the acquisitions per scenario", c.Soak)
 	}
 	var run []scenario
 	for _, name := range names {
@@ -121,6 +166,14 @@ func (c Config) resolved() (Config, []scenario, error) {
 			return c, nil, fmt.Errorf("chaos: no scenario %q; there are: all, %s", name, strings.Join(ScenarioNames(), ", "))
 		}
 		run = append(run, scenarios[i])
+	}
+	for _, sc := range run {
+		if c.Soak > 0 && !sc.safe() {
+			return c, nil, fmt.Errorf("chaos: scenario %s must find unsafety and ends when it has: it does not soak; the safe ones are: %s", sc.name, strings.Join(SafeScenarioNames(), ", "))
+		}
+		if sc.procs && c.Redlock == "" {
+			return c, nil, fmt.Errorf("chaos: scenario %s runs client processes: Config.Redlock must name the redlock binary", sc.name)
+		}
 	}
 	c.Scenarios = names
 	return c, run, nil
@@ -147,6 +200,9 @@ func Run(ctx context.Context, cfg Config) (_ Report, err error) {
 	for i, sc := range run {
 		sr, err := runScenario(ctx, cl, cfg, sc, i+1, len(run))
 		rep.Scenarios = append(rep.Scenarios, sr)
+		if cfg.Finished != nil {
+			cfg.Finished(i+1, len(run), sr)
+		}
 		if err != nil {
 			return rep, fmt.Errorf("chaos: %s: %w", sc.name, err)
 		}
@@ -180,7 +236,7 @@ func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenari
 	e := &env{
 		cl: cl, n: cfg.Nodes, quorum: cfg.Nodes/2 + 1, ttl: cfg.TTL, fencing: sc.fencing,
 		rec: rec, res: newResource(rec, sc.fencing), faulted: make([]bool, cfg.Nodes),
-		hold: 4 * time.Millisecond,
+		hold: 4 * time.Millisecond, soak: cfg.Soak,
 	}
 	for k := range cfg.Keys {
 		e.keys = append(e.keys, fmt.Sprintf("%s%d", keyPrefix, k))
@@ -200,13 +256,35 @@ func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenari
 		wrap = e.trig.wrap
 	}
 	var workers []*client
+	var procClients int
+	if sc.procs {
+		p, err := newProcs(e, cfg.Redlock)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			e.procs = p
+			procClients = min(cfg.Clients, maxProcClients)
+		}
+	}
 	for range cfg.Clients {
+		if sc.procs {
+			break
+		}
 		c, err := e.newClient(wrap)
 		if err != nil {
 			errs = append(errs, err)
 			break
 		}
 		workers = append(workers, c)
+	}
+	var extending []*client
+	for i := 0; sc.extend && i < extenders && len(errs) == 0; i++ {
+		c, err := e.newClient(wrap)
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		extending = append(extending, c)
 	}
 	start := time.Now()
 	e.end = start.Add(d)
@@ -216,16 +294,31 @@ func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenari
 		for _, c := range workers {
 			wg.Go(func() { e.work(ctx, stop, c) })
 		}
+		for i := range procClients {
+			wg.Go(func() { e.procs.work(ctx, stop, i) })
+		}
+		for i, c := range extending {
+			kind := extendAuto
+			if i%2 == 1 {
+				kind = extendManual
+			}
+			wg.Go(func() { e.extendWork(ctx, stop, c, kind) })
+		}
 		if cfg.Progress != nil {
 			wg.Go(func() { progress(stop, cfg.Progress, e, sc.name, index, total, d) })
 		}
 		errs = append(errs, sc.script(ctx, e))
-		sleep(ctx, e.left()) // the workload runs at least d
+		// The workload runs at least d, and a soak until its acquisitions.
+		for e.left() > 0 && sleep(ctx, min(e.left(), 100*time.Millisecond)) {
+		}
 		close(stop)
 		wg.Wait()
 	}
 	if e.trig != nil {
 		e.trig.wait()
+	}
+	if e.procs != nil {
+		errs = append(errs, e.procs.close())
 	}
 	restoreErr := e.restore()
 	errs = append(errs, restoreErr, e.closeClients())
@@ -241,10 +334,14 @@ func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenari
 		sr.Err = err.Error()
 	}
 	h := rec.history()
-	o := &outcome{Findings: Check(h), h: h, leaked: len(leaked)}
+	o := &outcome{Findings: Check(h), h: h, leaked: len(leaked), ttl: cfg.TTL}
 	sr.Findings, sr.Faults, sr.Leaked, sr.LeakedKeys, sr.History = o.Findings, h.Faults, len(leaked), leaked, h
 	sr.Outcome = summary(o.Findings)
 	sr.Failed = judge(o, sc.want)
+	sr.CrossCheck = crossCheck(h, o.Findings, sc.fencing)
+	for _, d := range sr.CrossCheck.Disagree {
+		sr.Failed = append(sr.Failed, "porcupine and our checker agree: "+d)
+	}
 	if sr.Err != "" {
 		sr.Failed = append(sr.Failed, "the scenario ran to the end: "+sr.Err)
 	}

@@ -45,7 +45,7 @@ func runScenarios(t *testing.T, backend string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rep, err := Run(ctx, Config{Backend: backend, Scenarios: names, Duration: testDuration, Clients: testClients})
+	rep, err := Run(ctx, Config{Redlock: redlockBinary(t), Backend: backend, Scenarios: names, Duration: testDuration, Clients: testClients})
 	var b strings.Builder
 	rep.WriteTable(&b)
 	t.Log("\n" + b.String())
@@ -59,8 +59,23 @@ func runScenarios(t *testing.T, backend string) {
 				t.Logf("fault %+v", f)
 			}
 			if !s.Expected {
+				logUnsafe(t, s.History)
 				t.Errorf("%s: %s; not shown: %s", s.Name, s.Outcome, strings.Join(s.Failed, "; "))
 			}
 		})
+	}
+}
+
+// logUnsafe logs every late write and the holding it came from, to tell a
+// harness race from a finding.
+func logUnsafe(t *testing.T, h History) {
+	byID := make(map[int]Acquire)
+	for _, a := range h.Acquires {
+		byID[a.ID] = a
+	}
+	for _, w := range h.Writes {
+		if a := byID[w.Holder]; a.OK && w.At > a.valid() {
+			t.Logf("late write %+v by %+v", w, a)
+		}
 	}
 }

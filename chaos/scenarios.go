@@ -16,6 +16,8 @@ type scenario struct {
 
 	fencing    bool // the clients take locks WithFencing and the resource checks tokens
 	midAcquire bool // the clients' masters sit behind a trigger
+	extend     bool // extending clients (auto-extend, Extend by hand) join the workload
+	procs      bool // the workload is client processes (redlock exec --fencing around a writer), not goroutines
 
 	// script injects the faults while the workload runs. It plays at least
 	// one round of its faults in full, and more while the workload's
@@ -32,32 +34,37 @@ var scenarios = []scenario{
 		name:   "minority-kill",
 		about:  "(N-1)/2 masters SIGKILLed, down for 1.5 TTL, started again empty: safe and available",
 		script: cycle(kindKill, "start", (*env).minority, cluster.Cluster.Kill, cluster.Cluster.Start),
-		want:   []expectation{noOverlap, noUnsafeWrite, available},
+		extend: true,
+		want:   []expectation{noOverlap, noUnsafeWrite, available, renewedInFault},
 	},
 	{
 		name:       "minority-kill-mid-acquire",
 		about:      "(N-1)/2 masters killed after the first master replied to an attempt and before its quorum was decided: safe and available",
 		midAcquire: true,
 		script:     killMidAcquire,
-		want:       []expectation{midAcquireFired, noOverlap, noUnsafeWrite, available},
+		extend:     true,
+		want:       []expectation{midAcquireFired, noOverlap, noUnsafeWrite, available, renewedInFault},
 	},
 	{
 		name:   "minority-pause",
 		about:  "(N-1)/2 masters SIGSTOPped for 1.5 TTL: safe and available",
 		script: cycle(kindPause, "resume", (*env).minority, cluster.Cluster.Pause, cluster.Cluster.Resume),
-		want:   []expectation{noOverlap, noUnsafeWrite, available},
+		extend: true,
+		want:   []expectation{noOverlap, noUnsafeWrite, available, renewedInFault},
 	},
 	{
 		name:   "minority-partition",
 		about:  "(N-1)/2 masters cut off the network (requests time out) for 1.5 TTL: safe and available",
 		script: cycle(kindPartition, "heal", (*env).minority, cluster.Cluster.Partition, cluster.Cluster.Heal),
-		want:   []expectation{noOverlap, noUnsafeWrite, available},
+		extend: true,
+		want:   []expectation{noOverlap, noUnsafeWrite, available, renewedInFault},
 	},
 	{
 		name:   "majority-kill",
 		about:  "N/2+1 masters killed for 1.5 TTL: safe; every acquire fails while they are down; available again after the restart",
 		script: majorityKill,
-		want:   []expectation{noOverlap, noUnsafeWrite, failWhileDown, availableAfter},
+		extend: true,
+		want:   []expectation{noOverlap, noUnsafeWrite, failWhileDown, availableAfter, endedInFault},
 	},
 	{
 		name:   "holder-pause",
@@ -84,6 +91,30 @@ var scenarios = []scenario{
 		fencing: true,
 		script:  restartScript(false),
 		want:    []expectation{overlapFound, staleRejected},
+	},
+	{
+		name:    "process-minority-kill",
+		about:   "client processes (redlock exec --fencing around a writer) while (N-1)/2 masters are killed and started again empty: safe and available",
+		procs:   true,
+		fencing: true,
+		script:  cycle(kindKill, "start", (*env).minority, cluster.Cluster.Kill, cluster.Cluster.Start),
+		want:    []expectation{noOverlap, noUnsafeWrite, available},
+	},
+	{
+		name:    "process-holder-pause",
+		about:   "a client process (redlock exec and its writer) SIGSTOPped mid-critical-section until another took the lock and wrote, then SIGCONTed: its run overlaps the next holder's, and the fenced resource rejects its stale writes",
+		procs:   true,
+		fencing: true,
+		script:  procPause,
+		want:    []expectation{overlapFound, staleRejected},
+	},
+	{
+		name:    "process-holder-kill",
+		about:   "a client process (redlock exec and its writer) SIGKILLed mid-critical-section: its lock is free again after its TTL, and never held twice",
+		procs:   true,
+		fencing: true,
+		script:  procKill,
+		want:    []expectation{noOverlap, noUnsafeWrite, freeAfterKill},
 	},
 	{
 		name:   "restart-delayed",

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ory/dockertest/v3"
 	dc "github.com/ory/dockertest/v3/docker"
+	"golang.org/x/sync/errgroup"
 )
 
 // opTimeout bounds each fault (its Docker calls and the wait for PING).
@@ -158,27 +159,27 @@ func NewDocker(ctx context.Context, opts Options) (_ *Docker, err error) {
 		})
 	}
 
-	// Containers are made a few at a time: the engine serialises much of
-	// the work anyway, and N may be large.
-	sem := make(chan struct{}, 4)
+	// Every container is made at once, so that N masters come up in about
+	// the time of one (the engine serialises some of the work; the limit
+	// keeps a large N from flooding it). The first failure cancels the
+	// others; every failure is reported.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(maxConcurrentOps)
 	errs := make([]error, len(d.nodes))
-	var wg sync.WaitGroup
 	for i, n := range d.nodes {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
+		g.Go(func() error {
 			n.mu.Lock()
 			defer n.mu.Unlock()
-			ctx, cancel := context.WithTimeout(ctx, opTimeout)
+			ctx, cancel := context.WithTimeout(gctx, opTimeout)
 			defer cancel()
 			if err := d.create(ctx, n); err != nil {
 				errs[i] = fmt.Errorf("cluster: master %d (%s): %w", i, n.addr, err)
 			}
+			return errs[i]
 		})
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	if g.Wait() != nil {
+		return nil, errors.Join(errs...)
 	}
 	return d, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ory/dockertest/v3"
 	dc "github.com/ory/dockertest/v3/docker"
+	"golang.org/x/sync/errgroup"
 )
 
 // Labels on every container and network a [Docker] cluster makes.
@@ -74,6 +75,10 @@ func ownerGone(owner, host string) bool {
 
 // removeLabelled force-removes every container, then every network, that
 // carries the label filter ("key=value") and passes match (nil: all).
+// maxConcurrentOps bounds the engine calls made at once: enough for every
+// master of a usual cluster, few enough not to flood the engine.
+const maxConcurrentOps = 8
+
 func removeLabelled(ctx context.Context, c *dc.Client, filter string, match func(map[string]string) bool) error {
 	var errs []error
 	containers, err := c.ListContainers(dc.ListContainersOptions{
@@ -84,16 +89,26 @@ func removeLabelled(ctx context.Context, c *dc.Client, filter string, match func
 	if err != nil {
 		return fmt.Errorf("cluster: list containers: %w", err)
 	}
-	for _, ct := range containers {
+	// Containers are removed at once (a network goes only when its
+	// containers are gone); every failure is reported.
+	var g errgroup.Group
+	g.SetLimit(maxConcurrentOps)
+	rmErrs := make([]error, len(containers))
+	for i, ct := range containers {
 		if match != nil && !match(ct.Labels) {
 			continue
 		}
-		err := c.RemoveContainer(dc.RemoveContainerOptions{ID: ct.ID, Force: true, RemoveVolumes: true, Context: ctx})
-		var gone *dc.NoSuchContainer
-		if err != nil && !errors.As(err, &gone) {
-			errs = append(errs, fmt.Errorf("cluster: remove container %s: %w", ct.ID, err))
-		}
+		g.Go(func() error {
+			err := c.RemoveContainer(dc.RemoveContainerOptions{ID: ct.ID, Force: true, RemoveVolumes: true, Context: ctx})
+			var gone *dc.NoSuchContainer
+			if err != nil && !errors.As(err, &gone) {
+				rmErrs[i] = fmt.Errorf("cluster: remove container %s: %w", ct.ID, err)
+			}
+			return nil
+		})
 	}
+	g.Wait()
+	errs = append(errs, rmErrs...)
 	networks, err := c.FilteredListNetworks(dc.NetworkFilterOpts{"label": {filter: true}})
 	if err != nil {
 		return errors.Join(append(errs, fmt.Errorf("cluster: list networks: %w", err))...)

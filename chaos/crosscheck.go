@@ -1,0 +1,162 @@
+package chaos
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// The cross-check: every history is also checked for linearizability by
+// porcupine, an independent checker, against sequential models of what the
+// lock and the fenced resource promise. [Check] explains what it finds;
+// porcupine only says whether a history is legal, and the harness fails a
+// scenario on which the two disagree.
+
+// crossCheckTimeout bounds each porcupine check; a check that runs out is
+// reported as undecided, which fails the scenario too.
+const crossCheckTimeout = 20 * time.Second
+
+// CrossCheck is porcupine's verdict on a history, next to ours.
+type CrossCheck struct {
+	// Lock is porcupine's verdict ("Ok", "Illegal" or "Unknown") against a
+	// sequential lock: acquire succeeds only when the lock is free, release
+	// only by the holder. An acquire is the call [Start, Acquired]; its
+	// release is the moment the holding ended (Unlock, loss or the end of
+	// validity, whichever came first).
+	Lock porcupine.CheckResult
+	// Register, for fenced runs, is porcupine's verdict against a fenced
+	// register: a write is accepted exactly when its token is at least the
+	// highest accepted before. Empty without fencing.
+	Register porcupine.CheckResult `json:",omitempty"`
+	// Disagree says where porcupine and [Check] differ; empty when they agree.
+	Disagree []string `json:",omitempty"`
+	Took     time.Duration
+}
+
+// lockInput is an operation on the sequential lock.
+type lockInput struct {
+	key     string
+	holder  int // Acquire.ID
+	release bool
+}
+
+// lockModel is one lock per key; its state is the holder's Acquire.ID, or
+// -1 when free.
+var lockModel = porcupine.Model{
+	Partition: func(ops []porcupine.Operation) [][]porcupine.Operation {
+		return partitionBy(ops, func(op porcupine.Operation) string { return op.Input.(lockInput).key })
+	},
+	Init: func() any { return -1 },
+	Step: func(state, input, _ any) (bool, any) {
+		in, holder := input.(lockInput), state.(int)
+		if in.release {
+			return holder == in.holder, -1
+		}
+		return holder == -1, in.holder
+	},
+	DescribeOperation: func(input, _ any) string {
+		in := input.(lockInput)
+		if in.release {
+			return fmt.Sprintf("release(%s, #%d)", in.key, in.holder)
+		}
+		return fmt.Sprintf("acquire(%s, #%d)", in.key, in.holder)
+	},
+}
+
+// writeInput is a write to the fenced register; its output is whether the
+// resource accepted it.
+type writeInput struct {
+	key   string
+	token uint64
+}
+
+// registerModel is one fenced register per key; its state is the highest
+// token accepted.
+var registerModel = porcupine.Model{
+	Partition: func(ops []porcupine.Operation) [][]porcupine.Operation {
+		return partitionBy(ops, func(op porcupine.Operation) string { return op.Input.(writeInput).key })
+	},
+	Init: func() any { return uint64(0) },
+	Step: func(state, input, output any) (bool, any) {
+		in, highest, accepted := input.(writeInput), state.(uint64), output.(bool)
+		if accepted != (in.token >= highest) {
+			return false, highest
+		}
+		return true, max(highest, in.token)
+	},
+}
+
+func partitionBy(ops []porcupine.Operation, key func(porcupine.Operation) string) [][]porcupine.Operation {
+	byKey := make(map[string][]porcupine.Operation)
+	var keys []string
+	for _, op := range ops {
+		k := key(op)
+		if _, ok := byKey[k]; !ok {
+			keys = append(keys, k)
+		}
+		byKey[k] = append(byKey[k], op)
+	}
+	slices.Sort(keys)
+	out := make([][]porcupine.Operation, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, byKey[k])
+	}
+	return out
+}
+
+// lockOps turns the holdings of h into lock operations. A holding whose
+// window is empty (it ended by the time it was acquired) held nothing and
+// is left out, as Check leaves it out.
+func lockOps(h History) []porcupine.Operation {
+	var ops []porcupine.Operation
+	for _, a := range h.Acquires {
+		if !a.OK || a.end() <= a.Acquired {
+			continue
+		}
+		ops = append(ops,
+			porcupine.Operation{ClientId: a.Client, Input: lockInput{key: a.Key, holder: a.ID},
+				Call: int64(a.Start), Return: int64(a.Acquired)},
+			porcupine.Operation{ClientId: a.Client, Input: lockInput{key: a.Key, holder: a.ID, release: true},
+				Call: int64(a.end()), Return: int64(a.end())})
+	}
+	return ops
+}
+
+// writeOps turns the writes of h into register operations: each is a
+// moment, taken under the resource's lock.
+func writeOps(h History) []porcupine.Operation {
+	ops := make([]porcupine.Operation, 0, len(h.Writes))
+	for _, w := range h.Writes {
+		ops = append(ops, porcupine.Operation{ClientId: w.Holder, Input: writeInput{key: w.Key, token: w.Token},
+			Output: w.Accepted, Call: int64(w.At), Return: int64(w.At)})
+	}
+	return ops
+}
+
+// crossCheck checks h with porcupine and compares its verdicts with f,
+// which Check found in h.
+func crossCheck(h History, f Findings, fenced bool) CrossCheck {
+	start := time.Now()
+	c := CrossCheck{Lock: porcupine.CheckOperationsTimeout(lockModel, lockOps(h), crossCheckTimeout)}
+	c.Disagree = append(c.Disagree, compare("lock", c.Lock, len(f.Overlaps) > 0, plural(len(f.Overlaps), "overlap"))...)
+	if fenced {
+		c.Register = porcupine.CheckOperationsTimeout(registerModel, writeOps(h), crossCheckTimeout)
+		c.Disagree = append(c.Disagree, compare("fenced register", c.Register, f.FenceViolations > 0, plural(f.FenceViolations, "fence violation"))...)
+	}
+	c.Took = time.Since(start)
+	return c
+}
+
+// compare says how porcupine's verdict r differs from ours (illegal or not,
+// described by what).
+func compare(model string, r porcupine.CheckResult, illegal bool, what string) []string {
+	switch {
+	case r == porcupine.Unknown:
+		return []string{fmt.Sprintf("porcupine could not decide the %s model within %v", model, crossCheckTimeout)}
+	case (r == porcupine.Illegal) != illegal:
+		return []string{fmt.Sprintf("porcupine says the %s model is %s; our checker found %s", model, r, what)}
+	}
+	return nil
+}
