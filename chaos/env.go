@@ -184,14 +184,15 @@ func (e *env) leaked(ctx context.Context) ([]string, error) {
 		r := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DisableIdentity: true})
 		keys, err := r.Keys(ctx, keyPrefix+"*").Result()
 		for _, k := range keys {
-			if err != nil || strings.HasSuffix(k, redlock.FenceKey("")) {
+			// Fence counters and queues of waiting Redlocks are not locks.
+			if err != nil || strings.HasSuffix(k, redlock.FenceKey("")) || strings.HasSuffix(k, redlock.WaitKey("")) {
 				continue
 			}
 			var ttl time.Duration
 			var v string
 			ttl, err = r.PTTL(ctx, k).Result()
 			if err == nil {
-				v, err = r.Get(ctx, k).Result()
+				v, err = lockValue(ctx, r, k)
 			}
 			out = append(out, fmt.Sprintf("master %d: %s (expires in %v; %s)", i, k, ttl, e.whose(v)))
 		}
@@ -201,6 +202,27 @@ func (e *env) leaked(ctx context.Context) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// lockValue reads a lock key: a plain lock's value, or the hold values of an
+// owned one (redlock exec holds its lock as an owner), space-separated.
+func lockValue(ctx context.Context, r *redis.Client, k string) (string, error) {
+	if typ, err := r.Type(ctx, k).Result(); err != nil || typ != "hash" {
+		v, err := r.Get(ctx, k).Result()
+		if errors.Is(err, redis.Nil) {
+			err = nil // expired meanwhile
+		}
+		return v, err
+	}
+	m, err := r.HGetAll(ctx, k).Result()
+	var holds []string
+	for f := range m {
+		if f != "owner" && f != "fence" {
+			holds = append(holds, f)
+		}
+	}
+	slices.Sort(holds)
+	return strings.Join(holds, " "), err
 }
 
 // whose says which recorded holder a lock value belongs to.

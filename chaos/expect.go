@@ -125,13 +125,14 @@ func (o *outcome) acquiredDuringFaults() int {
 
 // Kinds of fault in the history.
 const (
-	kindKill           = "kill"
-	kindKillMidAcquire = "kill-mid-acquire"
-	kindPause          = "pause"
-	kindPartition      = "partition"
-	kindRestartEmpty   = "restart-empty"
-	kindHolderPause    = "holder-pause"
-	kindHolderKill     = "holder-kill"
+	kindKill              = "kill"
+	kindKillMidAcquire    = "kill-mid-acquire"
+	kindPause             = "pause"
+	kindPartition         = "partition"
+	kindRestartEmpty      = "restart-empty"
+	kindHolderPause       = "holder-pause"
+	kindHolderKill        = "holder-kill"
+	kindDropSubscriptions = "drop-subscriptions"
 )
 
 func countFaults(h History, kind string) int {

@@ -60,6 +60,12 @@ var scenarios = []scenario{
 		want:   []expectation{noOverlap, noUnsafeWrite, available, renewedInFault},
 	},
 	{
+		name:   "subscriptions-drop",
+		about:  "every master drops the clients' subscription connections (their wake-ups) again and again for 1.5 TTL: waiters fall back to their backoff, safe and available",
+		script: dropSubscriptions,
+		want:   []expectation{noOverlap, noUnsafeWrite, available},
+	},
+	{
 		name:   "majority-kill",
 		about:  "N/2+1 masters killed for 1.5 TTL: safe; every acquire fails while they are down; available again after the restart",
 		script: majorityKill,
