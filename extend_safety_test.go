@@ -215,3 +215,87 @@ func TestExtendReturnsByUntil(t *testing.T) {
 		t.Fatalf("Extend returned %v after Until", late.Round(time.Millisecond))
 	}
 }
+
+// TestExtendStraggler: an extend request that timed out on a master (go-redis
+// then drops the connection) may land later, after a later extend sent on a
+// new connection. When it asks for a shorter TTL, it cuts the key short on
+// that master; if that master counted in the later extend's quorum, Until
+// must already allow for it. In "failed", an Extend to a short TTL times
+// out on two of three masters and then a longer one succeeds on all three;
+// in "succeeded", the short one succeeds on two masters and times out on
+// the third, and the longer one succeeds on that third master and another.
+// Either way the short requests land last; the keys on a quorum must then
+// still outlive Until, and no other client may take the lock before Until.
+func TestExtendStraggler(t *testing.T) {
+	const ttl, shortTTL, longTTL = 3 * time.Second, 1200 * time.Millisecond, 5 * time.Second
+	for _, tc := range []struct {
+		name         string
+		stray, fails []int // the masters where the short extend straggles, where the long one fails
+	}{
+		{"failed", []int{0, 1}, nil},
+		{"succeeded", []int{2}, []int{0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := clients(t, masters.Addrs()[:3])
+			nodes := nodesOf(t, cs)
+			fs := wrapAll(nodes)
+			for _, i := range tc.stray {
+				fs[i].strayTTL.Store(int64(shortTTL))
+				fs[i].strayDelay.Store(int64(800 * time.Millisecond))
+			}
+			for _, i := range tc.fails {
+				fs[i].failTTL.Store(int64(longTTL))
+			}
+			r := newRedlock(t, nodes)
+			other := newRedlock(t, nodesOf(t, cs))
+			ctx := context.Background()
+			key := testKey(t)
+			l, err := r.TryLock(ctx, key, WithTTL(ttl))
+			if err != nil {
+				t.Fatal(err)
+			}
+			shortErr := l.Extend(ctx, shortTTL)
+			if got, want := shortErr == nil, tc.name == "succeeded"; got != want {
+				t.Fatalf("Extend(%v) = %v; the test needs it to succeed: %v", shortTTL, shortErr, want)
+			}
+			if err := l.Extend(ctx, longTTL); err != nil {
+				t.Fatalf("Extend(%v) after Extend(%v) (%v): %v", longTTL, shortTTL, shortErr, err)
+			}
+			for fs[0].strayed.Load()+fs[1].strayed.Load()+fs[2].strayed.Load() < int64(len(tc.stray)) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			// Every straggler landed: the keys on a quorum must outlive Until.
+			until := l.Until()
+			var outlive []int
+			for i, c := range cs {
+				pttl, err := c.PTTL(ctx, key).Result()
+				if err != nil {
+					t.Fatalf("PTTL on master %d: %v", i, err)
+				}
+				if expiry := time.Now().Add(pttl + time.Millisecond); pttl > 0 && !expiry.Before(until) {
+					outlive = append(outlive, i)
+				}
+			}
+			if len(outlive) < 2 {
+				t.Errorf("Until is %v ahead, but only masters %v keep the key that long: no quorum",
+					time.Until(until).Round(time.Millisecond), outlive)
+			}
+			// Another client takes the lock as soon as the masters let it.
+			var got *Lock
+			for deadline := time.Now().Add(2 * time.Second); got == nil && time.Now().Before(deadline); {
+				if got, _ = other.TryLock(ctx, key, WithTTL(ttl)); got == nil {
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			if got != nil {
+				at := time.Now()
+				defer got.Unlock(ctx)
+				if until := l.Until(); until.After(at) {
+					t.Errorf("another client took the lock and the first holder's Until is still %v ahead: two holders",
+						until.Sub(at).Round(time.Millisecond))
+				}
+			}
+			l.Unlock(ctx)
+		})
+	}
+}

@@ -34,6 +34,16 @@ type faultNode struct {
 	// (UnixNano; 0: never).
 	extends                   atomic.Int64
 	extendsDone, firstRelease atomic.Int64
+	// strayTTL, when set, makes each extend to that TTL (in ns) a straggler:
+	// held back for strayDelay and then sent detached from the context,
+	// while the caller sees the context's error when it ends — a request
+	// that timed out and went on in the network after go-redis dropped its
+	// connection, landing after the requests sent later. strayed counts the
+	// stragglers that landed.
+	strayTTL, strayDelay, strayed atomic.Int64
+	// failTTL, when set, fails each extend to that TTL (in ns) without
+	// sending it.
+	failTTL atomic.Int64
 	// during, when set, runs as each request of its Op is sent (a clock
 	// that jumps while a request is in flight).
 	during atomic.Pointer[func(*Request)]
@@ -71,6 +81,9 @@ func (f *faultNode) Exec(ctx context.Context, reqs []*Request) {
 			f.acquire(ctx, q)
 		case OpExtend:
 			f.extends.Add(1)
+			if f.extendFault(ctx, q) {
+				continue
+			}
 			if q.Err = wait(ctx, &f.extendDelay); q.Err == nil {
 				f.Node.Exec(ctx, []*Request{q})
 			}
@@ -83,6 +96,28 @@ func (f *faultNode) Exec(ctx context.Context, reqs []*Request) {
 			f.Node.Exec(ctx, []*Request{q})
 		}
 	}
+}
+
+// extendFault applies strayTTL and failTTL to the extend q and reports
+// whether it did.
+func (f *faultNode) extendFault(ctx context.Context, q *Request) bool {
+	switch int64(q.TTL) {
+	case f.failTTL.Load():
+		q.Err = errReplyLost
+		return true
+	case f.strayTTL.Load():
+		stray := *q
+		d := time.Duration(f.strayDelay.Load())
+		go func() {
+			time.Sleep(d)
+			f.Node.Exec(context.Background(), []*Request{&stray})
+			f.strayed.Add(1)
+		}()
+		<-ctx.Done()
+		q.OK, q.Err = false, ctx.Err()
+		return true
+	}
+	return false
 }
 
 func (f *faultNode) acquire(ctx context.Context, q *Request) {

@@ -33,9 +33,22 @@ type Lock struct {
 	ttl      time.Duration // the TTL of the acquire or the last Extend; renewals use it
 	last     time.Time     // the deadline of the lock's latest phase, on the real clock (see nextDeadline)
 	released bool
-	end      error                   // why the lock ended (ErrUnlocked, lost); nil while held
-	ctx      context.Context         // made on the first Done or Context call
-	cancel   context.CancelCauseFunc // cancels ctx with end
+	// capTTL is the shortest TTL of this lock's extend requests (Extend or
+	// renewal) that failed on some master, 0 when none did: a request that
+	// timed out may still be in the network, and land on that master after
+	// a later extend there (go-redis drops the connection of a request that
+	// timed out, and the next goes out on a new one, so the lane's order no
+	// longer holds). It then sets the key to live capTTL from a moment after
+	// that later extend's start, so Until never goes past such a start plus
+	// capTTL (see effLocked). It never grows back: a straggler can land
+	// arbitrarily late. phase.deliver records a failure before the reply
+	// counts and before that master's lane sends anything else, so every
+	// extend that counts a master in its quorum sees the failures on it of
+	// the requests before it.
+	capTTL time.Duration
+	end    error                   // why the lock ended (ErrUnlocked, lost); nil while held
+	ctx    context.Context         // made on the first Done or Context call
+	cancel context.CancelCauseFunc // cancels ctx with end
 
 	// Guarded by r.sched.mu (see [scheduler]).
 	pos   int       // 1 + index in the scheduler's queue; 0 when not queued
@@ -82,7 +95,8 @@ func (l *Lock) Fence() uint64 {
 
 // Until returns the moment the lock stops being valid, on this process's
 // monotonic clock: the acquire's (or last Extend's) start plus the TTL less
-// the drift allowance. Past it, another client may hold the lock. It is a
+// the drift allowance (a shorter TTL after an extend to it failed somewhere:
+// see [Lock.Extend]). Past it, another client may hold the lock. It is a
 // local deadline, never a network query.
 func (l *Lock) Until() time.Time {
 	if l == nil {
@@ -172,6 +186,16 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 // Until becomes the earlier of its old value and what ttl would give: an
 // Extend to a shorter TTL that fails shortens the lock all the same.
 //
+// A request that timed out on a master (or failed there otherwise) may land
+// there later, after a later Extend or renewal, when the client dropped the
+// connection it was sent on (go-redis does). So once an extend request of
+// this lock to some TTL has failed on any master, Until is never moved
+// further than that TTL past an extend's start: after Extend(ctx, time.Second)
+// timed out somewhere, a later Extend(ctx, time.Minute) succeeds with the
+// keys set to a minute but Until one second (less drift) after its start,
+// and auto-extend renews by that Until. It stays so for the life of the
+// lock; a lock kept at one TTL loses nothing.
+//
 // The error wraps [ErrNotHeld] when the lock was released, lost, its
 // validity had ended, or the key is gone from a quorum; a [*QuorumError]
 // without ErrNotHeld means too many masters failed to answer in time.
@@ -241,13 +265,17 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) (err error) {
 // extendedLocked applies to l (l.mu held) the outcome of an extend to
 // cfg.ttl that started at start — one Extend, or one lock's renewal in a
 // round: it needs a quorum, reached within the validity and leaving more
-// than the minimum validity. On success Until moves to start + ttl − drift.
-// On failure the requests may have landed anyway, on some masters or all of
-// them, so Until becomes no later than that (an extend to a shorter TTL
-// shortens the lock whatever its outcome).
+// than the minimum validity. On success Until moves to start + eff − drift,
+// where eff is the smaller of ttl and capTTL (an earlier extend's request
+// to capTTL may land after this one on a master of its quorum), and the
+// minimum validity is checked against eff too. On failure the requests may
+// have landed anyway, on some masters or all of them, so Until becomes no
+// later than that (an extend to a shorter TTL shortens the lock whatever
+// its outcome).
 func (l *Lock) extendedLocked(t *tally, ctxErr error, cfg *config, start time.Time) error {
 	now := l.r.clock.Now()
-	newUntil, left, ok := cfg.deadline(start, now)
+	eff := l.effLocked(cfg)
+	newUntil, left, ok := eff.deadline(start, now)
 	var err error
 	switch {
 	case ctxErr != nil || !t.won():
@@ -267,9 +295,36 @@ func (l *Lock) extendedLocked(t *tally, ctxErr error, cfg *config, start time.Ti
 	return nil
 }
 
+// strayed records that an extend request of l to ttl failed on some master:
+// its outcome there is unknown (see capTTL).
+func (l *Lock) strayed(ttl time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.capTTL == 0 || ttl < l.capTTL {
+		l.capTTL = ttl
+	}
+}
+
+// effLocked is cfg with its TTL cut to capTTL (l.mu held): the TTL that
+// Until is computed from, and renewals are timed by.
+func (l *Lock) effLocked(cfg *config) config {
+	eff := *cfg
+	if l.capTTL > 0 && l.capTTL < eff.ttl {
+		eff.ttl = l.capTTL
+		if eff.minValidityOpt < 0 {
+			eff.minValidity = eff.ttl / 10 // as resolved derives it
+		}
+	}
+	return eff
+}
+
 // request is a request of op for l's key and value.
 func (l *Lock) request(op Op, ttl time.Duration, token uint64) Request {
-	return Request{Op: op, Key: l.key, Value: l.value, TTL: ttl, Token: token, Owner: l.owner, key: l.boxedKey, value: l.boxedValue}
+	q := Request{Op: op, Key: l.key, Value: l.value, TTL: ttl, Token: token, Owner: l.owner, key: l.boxedKey, value: l.boxedValue}
+	if op == OpExtend {
+		q.lock = l
+	}
+	return q
 }
 
 // cfgLocked is the lock's configuration for its current TTL (l.mu held).

@@ -81,7 +81,8 @@ func (l *Lock) nextDueLocked() (time.Time, bool) {
 		return time.Time{}, false
 	case l.cfg.autoExtend:
 		cfg := l.cfgLocked()
-		return renewalDue(l.until, &cfg), true
+		eff := l.effLocked(&cfg)
+		return renewalDue(l.until, &eff), true
 	case l.ctx != nil:
 		return l.until, true
 	}

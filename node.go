@@ -110,6 +110,9 @@ type Request struct {
 	key, value, ms any
 	// OpRelease: WaitKey(Key), Waiter and Place, boxed the same way.
 	waitKey, waiter, place any
+	// lock is the lock an OpExtend extends, told when the request fails
+	// (see [Lock.strayed]); nil for the other Ops.
+	lock *Lock
 }
 
 // boxArgs fills in q's boxed arguments, keeping those already made.

@@ -86,6 +86,11 @@ func (r *Redlock) startPhase(ctx context.Context, deadline time.Time, collected 
 // deliver takes c's reply from its lane.
 func (p *phase) deliver(c *call) {
 	checkReply(&c.Request)
+	if c.Err != nil && c.lock != nil {
+		// Before the reply counts, and before the master's lane sends the
+		// next request: see Lock.capTTL.
+		c.lock.strayed(c.TTL)
+	}
 	if p.start != 0 {
 		c.took = time.Since(p.r.born) + 1
 	}

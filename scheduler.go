@@ -310,14 +310,15 @@ func (l *Lock) renewedLocked(t *tally, cfg *config, start time.Time) (time.Time,
 		return time.Time{}, l.end
 	}
 	err := l.extendedLocked(t, nil, cfg, start)
+	eff := l.effLocked(cfg) // the TTL Until was computed from
 	if err == nil {
-		return renewalDue(l.until, cfg), nil
+		return renewalDue(l.until, &eff), nil
 	}
 	if errors.Is(err, ErrNotHeld) { // gone from a quorum, or too late: retrying cannot help
 		l.endLocked(lost(l.key, err))
 		return time.Time{}, err
 	}
-	retry := l.r.clock.Now().Add(min(max(cfg.ttl/30, cfg.minBackoff), cfg.maxBackoff))
+	retry := l.r.clock.Now().Add(min(max(eff.ttl/30, cfg.minBackoff), cfg.maxBackoff))
 	if !retry.Add(cfg.nodeTimeout).Before(l.until) {
 		l.endLocked(lost(l.key, fmt.Errorf("%w: %w", errRenewFailed, err)))
 		return time.Time{}, err
@@ -326,7 +327,8 @@ func (l *Lock) renewedLocked(t *tally, cfg *config, start time.Time) (time.Time,
 }
 
 // renewalDue is when to renew a lock valid until until: a third of the TTL
-// after the start of the acquire or extend that set until.
+// after the start of the acquire or extend that set until. cfg's TTL must be
+// the one until was computed from (capped: see Lock.effLocked).
 func renewalDue(until time.Time, cfg *config) time.Time {
 	start := until.Add(-(cfg.ttl - cfg.drift()))
 	return start.Add(cfg.ttl / 3)

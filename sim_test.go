@@ -37,8 +37,6 @@ import (
 // slow and lossy masters. A few schedules break an assumption on purpose
 // (a clock that jumps or runs fast, a restart without data faster than the
 // largest TTL); their violations are reported as unsafe runs, not failures.
-// So are the schedules labelled with the straggler bug the simulation found
-// (stragglerBreak).
 //
 // A worker loops: it takes a key (Lock with a deadline, TryLock, or Do),
 // holds it for a few steps — work, Extend to a random TTL (sometimes with a
@@ -302,25 +300,17 @@ type simClientPlan struct {
 	IgnoresCtx  bool
 	ReadTimeout time.Duration
 	Reconnects  bool
-	// ChangesTTL: Extend may ask for another TTL than the lock's. A client
-	// that drops timed-out connections and changes TTLs breaks safety (see
-	// stragglerBreak), so it does so only in the schedules labelled so.
+	// ChangesTTL: Extend may ask for another TTL than the lock's. With
+	// Reconnects, a PEXPIRE to a shorter TTL that timed out can then land
+	// after a later extend to a longer TTL succeeded (on a new connection)
+	// and cut the keys short: the case Lock.capTTL handles. Found by the
+	// first long sweep (about one schedule in 9000, when such clients were
+	// labelled a known bug): an Extend to 40 ms whose request to one master
+	// was delayed 33 ms and timed out; a renewal and an Extend to 150 ms on
+	// a new connection landed before it and succeeded; the 40 ms PEXPIRE
+	// then landed and the keys expired 100 ms before Until.
 	ChangesTTL bool
 }
-
-// stragglerBreak labels a schedule in which a client drops timed-out
-// connections and extends locks to other TTLs. A PEXPIRE to a shorter TTL
-// that timed out can then land after a later extend to a longer TTL that
-// succeeded (on a new connection: the documented straggler case), cut the
-// keys short and let another client in while the holder's Until is still
-// ahead: two holders at once. Found by the first long sweep (about one
-// schedule in 9000): an Extend to 40 ms whose request to one master was
-// delayed 33 ms and timed out; a renewal and an Extend to 150 ms on a new
-// connection landed before it and succeeded; the 40 ms PEXPIRE then landed
-// and the keys expired 100 ms before Until. The library does not handle
-// this yet; until it does, these runs are reported as unsafe, like the runs
-// that break an assumption.
-const stragglerBreak = "KNOWN BUG: client %d drops timed-out connections and extends to other TTLs: a straggling PEXPIRE to a shorter TTL can cut the keys short after a later extend succeeded"
 
 type simFaultKind uint8
 
@@ -479,10 +469,7 @@ func genSchedule(seed uint64) *simSchedule {
 			c.ReadTimeout = uniform(rng, 50*time.Millisecond, 1500*time.Millisecond)
 		}
 		c.Reconnects = rng.IntN(2) == 0
-		c.ChangesTTL = !c.Reconnects || rng.IntN(30) == 0
-		if c.Reconnects && c.ChangesTTL {
-			s.Breaks = append(s.Breaks, fmt.Sprintf(stragglerBreak, len(s.Clients)))
-		}
+		c.ChangesTTL = rng.IntN(4) != 0
 		s.Clients = append(s.Clients, c)
 	}
 
