@@ -131,7 +131,7 @@ func TestCommandSoak(t *testing.T) {
 
 func TestSafeScenarioNames(t *testing.T) {
 	got := strings.Join(SafeScenarioNames(), ",")
-	want := "minority-kill,minority-kill-mid-acquire,minority-pause,minority-partition,majority-kill,process-minority-kill,process-holder-kill,restart-delayed"
+	want := "minority-kill,minority-kill-mid-acquire,minority-pause,minority-partition,subscriptions-drop,majority-kill,process-minority-kill,process-holder-kill,restart-delayed"
 	if got != want {
 		t.Fatalf("SafeScenarioNames() = %s, want %s", got, want)
 	}
