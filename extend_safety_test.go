@@ -227,7 +227,11 @@ func TestExtendReturnsByUntil(t *testing.T) {
 // Either way the short requests land last; the keys on a quorum must then
 // still outlive Until, and no other client may take the lock before Until.
 func TestExtendStraggler(t *testing.T) {
-	const ttl, shortTTL, longTTL = 3 * time.Second, 1200 * time.Millisecond, 5 * time.Second
+	// A node timeout a loaded machine does not exceed by accident; the
+	// straggler lands well after the long extend, which goes out when the
+	// short one's deadline passed.
+	const ttl, shortTTL, longTTL = 4 * time.Second, 2 * time.Second, 8 * time.Second
+	const nodeTimeout, strayDelay = 600 * time.Millisecond, 1500 * time.Millisecond
 	for _, tc := range []struct {
 		name         string
 		stray, fails []int // the masters where the short extend straggles, where the long one fails
@@ -241,13 +245,13 @@ func TestExtendStraggler(t *testing.T) {
 			fs := wrapAll(nodes)
 			for _, i := range tc.stray {
 				fs[i].strayTTL.Store(int64(shortTTL))
-				fs[i].strayDelay.Store(int64(800 * time.Millisecond))
+				fs[i].strayDelay.Store(int64(strayDelay))
 			}
 			for _, i := range tc.fails {
 				fs[i].failTTL.Store(int64(longTTL))
 			}
-			r := newRedlock(t, nodes)
-			other := newRedlock(t, nodesOf(t, cs))
+			r := newRedlock(t, nodes, WithNodeTimeout(nodeTimeout))
+			other := newRedlock(t, nodesOf(t, cs), WithNodeTimeout(nodeTimeout))
 			ctx := context.Background()
 			key := testKey(t)
 			l, err := r.TryLock(ctx, key, WithTTL(ttl))
@@ -282,7 +286,7 @@ func TestExtendStraggler(t *testing.T) {
 			}
 			// Another client takes the lock as soon as the masters let it.
 			var got *Lock
-			for deadline := time.Now().Add(2 * time.Second); got == nil && time.Now().Before(deadline); {
+			for deadline := time.Now().Add(shortTTL + 2*time.Second); got == nil && time.Now().Before(deadline); {
 				if got, _ = other.TryLock(ctx, key, WithTTL(ttl)); got == nil {
 					time.Sleep(20 * time.Millisecond)
 				}
