@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -17,7 +18,8 @@ import (
 // simMaster is a simulated Redis master for the simulation (sim_test.go):
 // an in-memory store with the semantics the Node requests rely on (SET NX
 // PX, the compare-and-delete, compare-and-PEXPIRE, fenced-acquire and
-// raise-fence scripts of lua/), keys expiring by the master's own clock, and
+// raise-fence scripts of lua/, and the owned holds of lua/hold.lua, without
+// its wake-ups), keys expiring by the master's own clock, and
 // a life of its own: up, paused (SIGSTOP: requests wait, keys still expire),
 // or down (killed; restarted later with its data or empty).
 //
@@ -331,6 +333,7 @@ func (m *simMaster) holding() map[string]simEntry {
 	out := map[string]simEntry{}
 	for k := range m.keys {
 		if e, ok := m.liveLocked(k, now); ok {
+			e.holds = maps.Clone(e.holds)
 			out[k] = e
 		}
 	}
