@@ -74,7 +74,7 @@ import (
 //
 //	-sim.seed=N         run only schedule N, print it and its violations [REDLOCK_SIM_SEED]
 //	-sim.trace          with -sim.seed: print every request of the run
-//	-sim.schedules=N    run N schedules (default defaultSimSchedules) [REDLOCK_SIM_SCHEDULES]
+//	-sim.schedules=N    run N schedules (default defaultSimSchedules; make test also runs SIM_SCHEDULES without -race) [REDLOCK_SIM_SCHEDULES]
 //	-sim.soak=DURATION  run schedules until DURATION has passed [REDLOCK_SIM_SOAK]
 //	-sim.base=N         the first seed (default: drawn at random and logged) [REDLOCK_SIM_BASE]
 //
@@ -104,11 +104,14 @@ var (
 	simBaseFlag      = flagpkg.String("sim.base", "", "simulation: the first seed (default: random)")
 )
 
-// defaultSimSchedules is how many schedules `make test` runs. A schedule
-// costs about 77 ms of CPU under -race (400 schedules: 30.6 s of user and
-// system time, measured on the 2-core CI machine), so these take about a
-// minute on its two cores when nothing else runs (TestSim logs the rate).
-const defaultSimSchedules = 1500
+// defaultSimSchedules is how many schedules a plain `go test` runs, and so
+// the -race run of `make test`. Under -race a schedule costs about 130 ms of
+// CPU (300 schedules with owners: 40 s of user time on the 2-core CI
+// machine), so these take about 20 s of both cores when nothing else runs.
+// Without -race it is many times faster: `make test` also runs the
+// Makefile's SIM_SCHEDULES schedules without -race.
+// TestSim logs the rate.
+const defaultSimSchedules = 300
 
 // simEnv returns a flag's value, or the environment variable's when the flag
 // is unset.
