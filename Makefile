@@ -1,5 +1,8 @@
 # The README's commands. `make test` is what CI runs.
 GO ?= go
+# Schedules of the simulation's non-race run in `make test` (the -race run
+# does defaultSimSchedules, 300).
+SIM_SCHEDULES ?= 3000
 
 .PHONY: test vet chaos redis-server soak
 test: vet redis-server
@@ -7,6 +10,9 @@ test: vet redis-server
 	# running alongside the chaos scenarios starved them once (no acquire both
 	# started and ended inside a 1.5 s fault).
 	$(GO) test -race -count=1 -timeout 15m -p 1 ./...
+	# The simulation again without -race, which costs it ten times the CPU:
+	# thousands of schedules (sim_test.go) in about a minute of this machine.
+	$(GO) test -count=1 -timeout 10m -run 'TestSim$$' . -sim.schedules=$(SIM_SCHEDULES)
 	# ./... stops at nested modules: their tests run from their own dirs.
 	cd redlockotel && $(GO) test -race -count=1 -timeout 5m ./...
 	cd bench && $(GO) test -race -count=1 -timeout 5m ./...

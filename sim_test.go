@@ -44,27 +44,35 @@ import (
 // and unlocks it. While it holds a lock it claims it: at the steps' edges it
 // reads Until and, when the lock is still valid (and its Done still open),
 // records the claim [now, Until). Its claims end when it calls Extend (which
-// may shorten the lock) or Unlock.
+// may shorten the lock) or Unlock. A third of the clients take every lock as
+// an owner of their own (WithOwner, shared by the client's workers): their
+// workers also nest — take the key again while holding it, with options of
+// their own — and release their holds in random order, so nested holds,
+// their rollbacks after lost replies, and their extends run against the
+// masters' hashes of holds (lua/hold.lua, simulated in simmaster_test.go).
 //
 // The checker (check) holds the run, in bubble time, to what the library
 // promises while the assumptions hold:
-//   - no two holders of a key have overlapping claims;
+//   - no two holders of a key have overlapping claims, unless both hold it
+//     as the same owner (a plain holder and an owner's, or two owners', may
+//     not overlap);
 //   - fence tokens strictly increase from holder to holder: a holder whose
 //     acquire began after another's returned has a larger token, and no two
-//     holders share one;
+//     holders share one (holds of the same owner excepted);
 //   - a watched or auto-extended lock's Done closes by Until plus the node
 //     timeout;
 //   - at the end, with the faults healed, every request landed and every
-//     holder unlocked, no master holds a key through a connection on which
-//     nothing ever failed (a release or rollback that never came), and a
-//     fresh client takes every key at once unless too many masters still
-//     hold it (the documented stragglers).
+//     holder unlocked, no master holds a key (or an owner's hold of it)
+//     through a connection on which nothing ever failed (a release or
+//     rollback that never came), and a fresh client takes every key at once
+//     unless too many masters still hold it (the documented stragglers): a
+//     key whose holds were all released is free.
 //
 // Flags (or the environment variables in brackets):
 //
 //	-sim.seed=N         run only schedule N, print it and its violations [REDLOCK_SIM_SEED]
 //	-sim.trace          with -sim.seed: print every request of the run
-//	-sim.schedules=N    run N schedules (default defaultSimSchedules) [REDLOCK_SIM_SCHEDULES]
+//	-sim.schedules=N    run N schedules (default defaultSimSchedules; make test also runs SIM_SCHEDULES without -race) [REDLOCK_SIM_SCHEDULES]
 //	-sim.soak=DURATION  run schedules until DURATION has passed [REDLOCK_SIM_SOAK]
 //	-sim.base=N         the first seed (default: drawn at random and logged) [REDLOCK_SIM_BASE]
 //
@@ -94,11 +102,14 @@ var (
 	simBaseFlag      = flagpkg.String("sim.base", "", "simulation: the first seed (default: random)")
 )
 
-// defaultSimSchedules is how many schedules `make test` runs. A schedule
-// costs about 77 ms of CPU under -race (400 schedules: 30.6 s of user and
-// system time, measured on the 2-core CI machine), so these take about a
-// minute on its two cores when nothing else runs (TestSim logs the rate).
-const defaultSimSchedules = 1500
+// defaultSimSchedules is how many schedules a plain `go test` runs, and so
+// the -race run of `make test`. Under -race a schedule costs about 130 ms of
+// CPU (300 schedules with owners: 40 s of user time on the 2-core CI
+// machine), so these take about 20 s of both cores when nothing else runs.
+// Without -race it is many times faster: `make test` also runs the
+// Makefile's SIM_SCHEDULES schedules without -race.
+// TestSim logs the rate.
+const defaultSimSchedules = 300
 
 // simEnv returns a flag's value, or the environment variable's when the flag
 // is unset.
@@ -183,6 +194,8 @@ type simStats struct {
 	failed       atomic.Int64
 	firstFail    atomic.Uint64 // 1 + the index of the first failing schedule
 	holders      atomic.Int64
+	owned        atomic.Int64 // holders that took the lock as an owner
+	nested       atomic.Int64 // of them, taken while the worker held the key
 	acquires     atomic.Int64
 	requests     atomic.Int64
 	virtual      atomic.Int64 // virtual time simulated, ns
@@ -199,6 +212,7 @@ func (st *simStats) report(t *testing.T) {
 	t.Logf("%d schedules in %v: %.1f schedules/s, %.0f× real time (%v simulated); %d holders, %d acquire calls, %d requests",
 		n, st.elapsed.Round(time.Millisecond), rate, float64(st.virtual.Load())/float64(st.elapsed), time.Duration(st.virtual.Load()).Round(time.Second),
 		st.holders.Load(), st.acquires.Load(), st.requests.Load())
+	t.Logf("%d holders took the lock as an owner, %d of them nested in a hold of theirs", st.owned.Load(), st.nested.Load())
 	t.Logf("%d schedules broke an assumption on purpose; %d of them were reported unsafe", st.unsafeRuns.Load(), st.unsafeCaught.Load())
 	for _, e := range st.examples {
 		t.Logf("  unsafe, as it may be: %s", e)
@@ -230,6 +244,8 @@ func simSweep(t *testing.T, base uint64, n int, soak time.Duration) *simStats {
 					res := runSchedule(t, s, false)
 					st.ran.Add(1)
 					st.holders.Add(int64(res.holders))
+					st.owned.Add(int64(res.owned))
+					st.nested.Add(int64(res.nested))
 					st.acquires.Add(int64(res.acquires))
 					st.requests.Add(int64(res.requests))
 					st.virtual.Add(int64(res.virtual))
@@ -310,6 +326,10 @@ type simClientPlan struct {
 	// a new connection landed before it and succeeded; the 40 ms PEXPIRE
 	// then landed and the keys expired 100 ms before Until.
 	ChangesTTL bool
+	// Owner, when set, is the owner (WithOwner) of every call its workers
+	// make: they share it, so their holds of a key may overlap, and each
+	// nests holds (enters again while holding, releases in any order).
+	Owner string
 }
 
 type simFaultKind uint8
@@ -384,6 +404,9 @@ func (s *simSchedule) String() string {
 		}
 		if c.ChangesTTL {
 			b.WriteString(", extends to other TTLs")
+		}
+		if c.Owner != "" {
+			fmt.Fprintf(&b, ", owner %q (nests holds)", c.Owner)
 		}
 		b.WriteByte('\n')
 	}
@@ -471,6 +494,16 @@ func genSchedule(seed uint64) *simSchedule {
 		c.Reconnects = rng.IntN(2) == 0
 		c.ChangesTTL = rng.IntN(4) != 0
 		s.Clients = append(s.Clients, c)
+	}
+
+	// Owners, from a stream of their own (the rest of a seed's schedule
+	// stays as it was before there were owners): a third of the clients
+	// take every lock as their own owner.
+	orng := rand.New(rand.NewPCG(seed, 0x0a7e_0a7e))
+	for i := range s.Clients {
+		if orng.IntN(3) == 0 {
+			s.Clients[i].Owner = "owner-" + strconv.Itoa(i)
+		}
 	}
 
 	// The faults. A restart without data waits longer than the largest TTL
@@ -569,6 +602,8 @@ func (s *simSchedule) breakOne(rng *rand.Rand) {
 type simResult struct {
 	violations []string
 	holders    int
+	owned      int // holders that took the lock as an owner
+	nested     int // of them, nested in a hold of their worker
 	acquires   int
 	requests   int
 	virtual    time.Duration
@@ -644,8 +679,10 @@ type simHolder struct {
 	id             int
 	client, worker int
 	key, value     string
+	owner          string // WithOwner: holders of one owner may overlap
 	token          uint64
 	fenced, do     bool
+	nested         bool      // taken while the worker held the key already
 	started        time.Time // the acquire call began
 	acquired       time.Time // it returned
 	claims         []simClaim
@@ -712,6 +749,14 @@ func simulate(run *simRun, trace bool) (res simResult) {
 		}
 		res.violations = run.violations
 		res.holders = len(run.holders)
+		for _, h := range run.holders {
+			if h.owner != "" {
+				res.owned++
+			}
+			if h.nested {
+				res.nested++
+			}
+		}
 		res.acquires = run.acquires
 		res.virtual = time.Since(start)
 		if run.net != nil {
@@ -902,7 +947,10 @@ func (w *simWorker) loop() {
 		if auto {
 			opts = append(opts, WithAutoExtend())
 		}
-		h := &simHolder{client: w.c.id, worker: w.id, key: key, fenced: fenced}
+		if w.c.plan.Owner != "" {
+			opts = append(opts, WithOwner(w.c.plan.Owner))
+		}
+		h := &simHolder{client: w.c.id, worker: w.id, key: key, fenced: fenced, owner: w.c.plan.Owner}
 		var ctx context.Context
 		var cancel context.CancelFunc
 		switch x := w.rng.IntN(100); {
@@ -927,7 +975,16 @@ func (w *simWorker) loop() {
 	}
 }
 
-// acquired holds l, if the acquire succeeded, and unlocks it.
+// simHeld is a lock a worker holds.
+type simHeld struct {
+	h       *simHolder
+	l       *Lock
+	watched bool
+}
+
+// acquired holds l, if the acquire succeeded, and unlocks it. A worker of
+// an owner's client also nests: it takes the key again while holding it,
+// and releases its holds in any order.
 func (w *simWorker) acquired(h *simHolder, l *Lock, err error, auto bool) {
 	w.run.mu.Lock()
 	w.run.acquires++
@@ -935,10 +992,49 @@ func (w *simWorker) acquired(h *simHolder, l *Lock, err error, auto bool) {
 	if err != nil {
 		return
 	}
+	held := []*simHeld{w.took(h, l, auto)}
+	owned := w.c.plan.Owner != ""
+	steps := 1 + w.rng.IntN(5)
+	if owned {
+		steps += w.rng.IntN(5)
+	}
+	for range steps {
+		if len(held) == 0 {
+			break
+		}
+		hl := held[0]
+		if len(held) > 1 {
+			hl = held[w.rng.IntN(len(held))]
+		}
+		if owned {
+			switch x := w.rng.IntN(100); {
+			case x < 25:
+				if n := w.nest(h.key); n != nil {
+					held = append(held, n)
+				}
+				continue
+			case x < 35:
+				w.unlock(hl)
+				held = slices.DeleteFunc(held, func(o *simHeld) bool { return o == hl })
+				continue
+			}
+		}
+		w.step(hl)
+	}
+	for _, i := range w.rng.Perm(len(held)) {
+		w.unlock(held[i])
+	}
+}
+
+// took records the holder of a lock just acquired and watches its Done.
+func (w *simWorker) took(h *simHolder, l *Lock, auto bool) *simHeld {
 	h.acquired = time.Now()
 	h.value, h.token = l.Value(), l.Fence()
 	if h.fenced && h.token == 0 {
 		w.run.violate("client %d: fenced lock %s acquired without a token", h.client, h.key)
+	}
+	if l.Owner() != h.owner {
+		w.run.violate("client %d: lock %s taken as owner %q reports owner %q", h.client, h.key, h.owner, l.Owner())
 	}
 	w.run.addHolder(h)
 	watched := auto || w.rng.IntN(3) > 0
@@ -946,40 +1042,82 @@ func (w *simWorker) acquired(h *simHolder, l *Lock, err error, auto bool) {
 		done := l.Done()
 		go w.run.watch(h, l, done)
 	}
-	steps := 1 + w.rng.IntN(5)
-	for range steps {
-		w.claim(h, l, watched)
-		ttl := l.TTL()
-		switch x := w.rng.IntN(100); {
-		case x < 45:
-			time.Sleep(w.dur(0, ttl/2))
-		case x < 75:
-			ttl2 := w.run.s.TTLs[w.rng.IntN(len(w.run.s.TTLs))]
-			if !w.c.plan.ChangesTTL {
-				ttl2 = ttl
-			}
-			d := w.dur(5*time.Millisecond, 300*time.Millisecond)
-			if w.rng.IntN(3) == 0 {
-				d = w.dur(0, 3*time.Millisecond) // the outcome stays unknown
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), d)
-			w.run.clip(h)
-			_ = l.Extend(ctx, ttl2)
-			cancel()
-		case x < 87:
-			time.Sleep(w.dur(ttl/2, 2*ttl)) // a GC pause, maybe past Until
-		default:
-			time.Sleep(w.dur(0, ttl/20))
-		}
-		w.claim(h, l, watched)
+	return &simHeld{h, l, watched}
+}
+
+// nest takes key again as the client's owner, with options of its own, and
+// returns the nested hold, or nil when the acquire failed.
+func (w *simWorker) nest(key string) *simHeld {
+	s := w.run.s
+	opts := []Option{WithTTL(s.TTLs[w.rng.IntN(len(s.TTLs))]), WithOwner(w.c.plan.Owner)}
+	h := &simHolder{client: w.c.id, worker: w.id, key: key, owner: w.c.plan.Owner, nested: true}
+	if w.rng.IntN(3) == 0 {
+		h.fenced = true
+		opts = append(opts, WithFencing())
 	}
+	auto := w.rng.IntN(3) == 0
+	if auto {
+		opts = append(opts, WithAutoExtend())
+	}
+	var l *Lock
+	var err error
+	h.started = time.Now()
+	if w.rng.IntN(2) == 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), w.dur(time.Millisecond, 200*time.Millisecond))
+		l, err = w.c.r.TryLock(ctx, key, opts...)
+		cancel()
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), w.dur(5*time.Millisecond, 500*time.Millisecond))
+		l, err = w.c.r.Lock(ctx, key, opts...)
+		cancel()
+	}
+	w.run.mu.Lock()
+	w.run.acquires++
+	w.run.mu.Unlock()
+	if err != nil {
+		return nil
+	}
+	return w.took(h, l, auto)
+}
+
+// step holds hl for a step: work, Extend, a GC pause.
+func (w *simWorker) step(hl *simHeld) {
+	h, l, watched := hl.h, hl.l, hl.watched
+	w.claim(h, l, watched)
+	ttl := l.TTL()
+	switch x := w.rng.IntN(100); {
+	case x < 45:
+		time.Sleep(w.dur(0, ttl/2))
+	case x < 75:
+		ttl2 := w.run.s.TTLs[w.rng.IntN(len(w.run.s.TTLs))]
+		if !w.c.plan.ChangesTTL {
+			ttl2 = ttl
+		}
+		d := w.dur(5*time.Millisecond, 300*time.Millisecond)
+		if w.rng.IntN(3) == 0 {
+			d = w.dur(0, 3*time.Millisecond) // the outcome stays unknown
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		w.run.clip(h)
+		_ = l.Extend(ctx, ttl2)
+		cancel()
+	case x < 87:
+		time.Sleep(w.dur(ttl/2, 2*ttl)) // a GC pause, maybe past Until
+	default:
+		time.Sleep(w.dur(0, ttl/20))
+	}
+	w.claim(h, l, watched)
+}
+
+// unlock releases hl, sometimes with a context too short for any reply.
+func (w *simWorker) unlock(hl *simHeld) {
 	d := w.dur(10*time.Millisecond, 500*time.Millisecond)
 	if w.rng.IntN(5) == 0 {
 		d = w.dur(0, 2*time.Millisecond)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
-	w.run.clip(h)
-	_ = l.Unlock(ctx)
+	w.run.clip(hl.h)
+	_ = hl.l.Unlock(ctx)
 	cancel()
 }
 
@@ -1068,7 +1206,15 @@ func (r *simRun) checkLeftovers() {
 		names := slices.Sorted(mapKeys(keys))
 		for _, k := range names {
 			e := keys[k]
-			if e.setBy == nil || e.setBy.isTroubled() {
+			for _, v := range slices.Sorted(mapKeys(e.holds)) {
+				h := e.holds[v]
+				if h.setBy == nil || h.setBy.isTroubled() {
+					continue
+				}
+				r.violate("master %d still holds %s for %s (hold %.6s...), entered by client %d, whose connection to it never failed: a release or rollback never reached it",
+					m.id, k, e.owner, v, h.setBy.client)
+			}
+			if e.owner != "" || e.setBy == nil || e.setBy.isTroubled() {
 				continue
 			}
 			r.violate("master %d still holds %s = %.6s..., set by client %d, whose connection to it never failed: a release or rollback never reached it",
@@ -1166,7 +1312,7 @@ func (r *simRun) checkExclusive(key string, hs []*simHolder) {
 		}
 		open = keep
 		for _, o := range open {
-			if o.h == c.h || reported[[2]int{o.h.id, c.h.id}] {
+			if o.h == c.h || reported[[2]int{o.h.id, c.h.id}] || sameOwner(o.h, c.h) {
 				continue
 			}
 			reported[[2]int{o.h.id, c.h.id}] = true
@@ -1177,10 +1323,20 @@ func (r *simRun) checkExclusive(key string, hs []*simHolder) {
 	}
 }
 
+// sameOwner reports whether a and b are holds of one owner, which may
+// overlap (WithOwner).
+func sameOwner(a, b *simHolder) bool { return a.owner != "" && a.owner == b.owner }
+
 func (r *simRun) describe(h *simHolder) string {
 	how := "Lock/TryLock"
 	if h.do {
 		how = "Do"
+	}
+	if h.owner != "" {
+		how += fmt.Sprintf(" as %s", h.owner)
+		if h.nested {
+			how += ", nested"
+		}
 	}
 	s := fmt.Sprintf("holder #%d (client %d worker %d, %s, value %.6s, acquire +%v..+%v", h.id, h.client, h.worker, how, h.value, r.at(h.started), r.at(h.acquired))
 	if h.fenced {
@@ -1190,7 +1346,9 @@ func (r *simRun) describe(h *simHolder) string {
 }
 
 // checkTokens: a fenced holder whose acquire began after another's returned
-// has the larger token, and no two fenced holders share a token.
+// has the larger token, and no two fenced holders share a token, unless
+// both are holds of one owner (they share the owner's token, or a later one
+// is larger when a master lost the owner's holds).
 func (r *simRun) checkTokens(key string, hs []*simHolder) {
 	var fenced []*simHolder
 	for _, h := range hs {
@@ -1201,6 +1359,7 @@ func (r *simRun) checkTokens(key string, hs []*simHolder) {
 	for i, a := range fenced {
 		for _, b := range fenced[i+1:] {
 			switch {
+			case sameOwner(a, b):
 			case a.token == b.token:
 				r.violations = append(r.violations, fmt.Sprintf("two holders of %s with token %d: %s and %s", key, a.token, r.describe(a), r.describe(b)))
 			case !a.acquired.After(b.started) && a.token > b.token:

@@ -165,7 +165,7 @@ func (c *simConn) isTroubled() bool {
 // done is closed.
 type flight struct {
 	op                 Op
-	key, value         string
+	key, value, owner  string
 	ttl                time.Duration
 	token              uint64
 	arrive             time.Time
@@ -225,7 +225,7 @@ func (c *simConn) Exec(ctx context.Context, reqs []*Request) {
 	w := c.w
 	for i, q := range reqs {
 		f := &flight{
-			op: q.Op, key: q.Key, value: q.Value, ttl: q.TTL, token: q.Token,
+			op: q.Op, key: q.Key, value: q.Value, owner: q.Owner, ttl: q.TTL, token: q.Token,
 			done: make(chan struct{}), fromClient: c.client, master: c.m.id,
 		}
 		f.arrive = began.Add(p.delay(c.rng))
@@ -266,8 +266,10 @@ func (c *simConn) Exec(ctx context.Context, reqs []*Request) {
 		var err error
 		select {
 		case <-f.done:
+			// No pub/sub here: a release ignores Waiter and Place and
+			// wakes no one (waiters fall back to their backoff).
 			q := reqs[i]
-			q.OK, q.Fence, q.Err = f.ok, f.fence, f.err
+			q.OK, q.Fence, q.Woke, q.Err = f.ok, f.fence, false, f.err
 			if f.err != nil {
 				c.trouble()
 			}
@@ -377,10 +379,17 @@ func (w *simWire) land(f *flight) {
 		f.err = errSimRefused
 		n.trace.event(f, "refused: master down")
 	} else {
-		f.ok, f.fence, f.err = m.applyLocked(f.op, f.key, f.value, f.ttl, f.token)
+		f.ok, f.fence, f.err = m.applyLocked(f.op, f.key, f.value, f.owner, f.ttl, f.token)
 		if f.ok && (f.op == OpAcquire || f.op == OpAcquireFenced) {
 			e := m.keys[f.key]
-			e.setBy = c
+			if e.owner != "" {
+				if h, ok := e.holds[f.value]; ok {
+					h.setBy = c
+					e.holds[f.value] = h
+				}
+			} else {
+				e.setBy = c
+			}
 			m.keys[f.key] = e
 		}
 		at := m.clockLocked()
