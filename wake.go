@@ -93,9 +93,12 @@ func (w *wakeups) start(ctx context.Context, key string, timeout time.Duration) 
 		if !ok {
 			continue
 		}
-		ps := s.subscribe(sctx, w.channel)
-		w.subs[i] = ps
-		wg.Go(func() { _, errs[i] = ps.Receive(sctx) })
+		// Each master's dial, handshake and confirmation run at once: a slow
+		// master must not use up the others' time.
+		wg.Go(func() {
+			w.subs[i] = s.subscribe(sctx, w.channel)
+			_, errs[i] = w.subs[i].Receive(sctx)
+		})
 	}
 	wg.Wait()
 	took := time.Since(began)

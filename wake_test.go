@@ -2,11 +2,13 @@ package redlock
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock/redlock/internal/faultproxy"
 	"github.com/redlock/redlock/internal/redistest"
 )
 
@@ -318,4 +320,32 @@ func TestWakeOnMinorityTell(t *testing.T) {
 		t.Errorf("the waiter took the key %v after one master told it; want about the wake grace, not its backoff", d)
 	}
 	_ = o.l.Unlock(ctx)
+}
+
+// TestSubscribeSlowMaster: a master slow to subscribe (its round trips take
+// longer than the node timeout) does not keep the others from subscribing
+// within it: each subscribes on its own.
+func TestSubscribeSlowMaster(t *testing.T) {
+	px, err := faultproxy.New(masters.Addrs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer px.Close()
+	px.SetLatency(200 * time.Millisecond)
+	addrs := append([]string{px.Addr()}, masters.Addrs()[1:3]...)
+	rec := &recorder{}
+	r := newRedlock(t, nodesOf(t, clients(t, addrs)), WithObserver(rec), WithNodeTimeout(250*time.Millisecond))
+	r.wake.start(context.Background(), testKey(t), 250*time.Millisecond)
+	var subscribe []string
+	for _, e := range rec.take() {
+		if strings.HasPrefix(e, "subscribe") {
+			subscribe = append(subscribe, e)
+		}
+	}
+	if len(subscribe) != 1 || !strings.Contains(subscribe[0], "[failed succeeded succeeded]") {
+		t.Fatalf("subscribe events %q; want the two fast masters subscribed, the slow one failed", subscribe)
+	}
+	if _, ok := r.wake.name(); !ok {
+		t.Fatal("not listening after two of three masters subscribed")
+	}
 }
