@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -39,6 +40,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	soak := fs.Bool("soak", false, "run every safe scenario until it has acquired --soak-min locks, on both backends unless --backend is given")
 	soakMin := fs.Int("soak-min", DefaultSoak, "acquisitions per scenario in a soak")
 	jsonFile := fs.String("json", "", "also write the full report, with every fault, as JSON to this file, and a timeline picture per scenario next to it (FILE without .json, then .SCENARIO.svg)")
+	png := fs.Bool("png", false, "with --json, also write each timeline as PNG (.SCENARIO.png; needs rsvg-convert, from Debian's librsvg2-bin)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: redlock chaos [flags]\n\nRuns Redlock against real masters while killing, pausing, partitioning and\nrestarting them, and checks the history for overlapping holders and stale writes.\n\n")
 		fs.PrintDefaults()
@@ -53,6 +55,16 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "redlock chaos: unexpected arguments %q\n", fs.Args())
 		fs.Usage()
 		return 2
+	}
+	if *png {
+		if *jsonFile == "" {
+			fmt.Fprintln(stderr, "redlock chaos: --png needs --json FILE (the pictures go next to it)")
+			return 2
+		}
+		if _, err := exec.LookPath(rsvgConvert); err != nil {
+			fmt.Fprintf(stderr, "redlock chaos: --png: %v; install it with: apt-get install librsvg2-bin\n", err)
+			return 2
+		}
 	}
 	if *backend == BackendDocker {
 		if err := cluster.DockerAvailable(); err != nil {
@@ -107,7 +119,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if file != "" && len(backends) > 1 {
 			file = strings.TrimSuffix(file, ".json") + "." + b + ".json"
 		}
-		rep, code := runReport(ctx, cfg, file, live, stdout, stderr)
+		rep, code := runReport(ctx, cfg, file, *png, live, stdout, stderr)
 		if code != 0 {
 			return code
 		}
@@ -123,7 +135,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // runReport runs cfg, prints the table, writes the JSON report and the
 // timelines to jsonFile when it is not empty, and returns the report and
 // 0, or 2 when the run or the writing failed.
-func runReport(ctx context.Context, cfg Config, jsonFile string, live bool, stdout, stderr io.Writer) (Report, int) {
+func runReport(ctx context.Context, cfg Config, jsonFile string, png, live bool, stdout, stderr io.Writer) (Report, int) {
 	start := time.Now()
 	rep, err := Run(ctx, cfg)
 	if live {
@@ -141,7 +153,7 @@ func runReport(ctx context.Context, cfg Config, jsonFile string, live bool, stdo
 			fmt.Fprintf(stderr, "redlock chaos: --json: %v\n", werr)
 			return rep, 2
 		}
-		if werr := writeTimelines(jsonFile, rep); werr != nil {
+		if werr := writeTimelines(jsonFile, rep, png); werr != nil {
 			fmt.Fprintf(stderr, "redlock chaos: --json: timelines: %v\n", werr)
 			return rep, 2
 		}
@@ -168,19 +180,30 @@ func timelineName(jsonFile, scenario string) string {
 	return strings.TrimSuffix(jsonFile, ".json") + "." + scenario + ".svg"
 }
 
-// writeTimelines writes each scenario's timeline next to the JSON report.
-func writeTimelines(jsonFile string, rep Report) error {
+// writeTimelines writes each scenario's timeline next to the JSON report,
+// and with png a PNG of it too.
+func writeTimelines(jsonFile string, rep Report, png bool) error {
 	for _, s := range rep.Scenarios {
 		var b strings.Builder
 		if err := s.WriteTimeline(&b); err != nil {
 			return err
 		}
-		if err := os.WriteFile(timelineName(jsonFile, s.Name), []byte(b.String()), 0o644); err != nil {
+		svg := timelineName(jsonFile, s.Name)
+		if err := os.WriteFile(svg, []byte(b.String()), 0o644); err != nil {
 			return err
+		}
+		if png {
+			out := strings.TrimSuffix(svg, ".svg") + ".png"
+			if msg, err := exec.Command(rsvgConvert, "--background-color", "white", "-o", out, svg).CombinedOutput(); err != nil {
+				return fmt.Errorf("%s %s: %w: %s", rsvgConvert, svg, err, strings.TrimSpace(string(msg)))
+			}
 		}
 	}
 	return nil
 }
+
+// rsvgConvert renders the SVG timelines as PNG (librsvg's command).
+const rsvgConvert = "rsvg-convert"
 
 // isTerminal reports whether w is a character device (a terminal).
 func isTerminal(w io.Writer) bool {

@@ -17,6 +17,7 @@ func TestCommandRejectsBadFlags(t *testing.T) {
 		{"--nodes", "2"},
 		{"--bogus"},
 		{"extra"},
+		{"--png"}, // without --json
 	} {
 		var out, errOut bytes.Buffer
 		if code := Command(t.Context(), args, &out, &errOut); code != 2 {

@@ -2,7 +2,11 @@ package chaos
 
 import (
 	"encoding/xml"
+	"image/png"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -42,5 +46,36 @@ func TestTimeline(t *testing.T) {
 	}
 	if !strings.Contains(svg, "rejected</title>") || !strings.Contains(svg, "accepted: late or stale</title>") {
 		t.Error("timeline does not tell rejected and unsafe writes apart")
+	}
+}
+
+// With png, each timeline is also rendered as a PNG next to its SVG. CI
+// installs rsvg-convert and sets REDLOCK_REQUIRE_RSVG=1, so that the test
+// runs there rather than skipping.
+func TestTimelinePNG(t *testing.T) {
+	if _, err := exec.LookPath(rsvgConvert); err != nil {
+		if os.Getenv("REDLOCK_REQUIRE_RSVG") == "1" {
+			t.Fatalf("REDLOCK_REQUIRE_RSVG=1 but: %v", err)
+		}
+		t.Skipf("no %s (apt-get install librsvg2-bin): %v", rsvgConvert, err)
+	}
+	h := pausedHolder(false)
+	s := ScenarioReport{Name: "x", Findings: Check(h), History: h, Took: 250 * ms}
+	s.Outcome = summary(s.Findings)
+	file := filepath.Join(t.TempDir(), "r.json")
+	if err := writeTimelines(file, Report{Scenarios: []ScenarioReport{s}}, true); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(strings.TrimSuffix(file, ".json") + ".x.png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("not a PNG: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() < 100 || b.Dy() < 50 {
+		t.Fatalf("PNG is %v: too small for a timeline", b)
 	}
 }
