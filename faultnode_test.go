@@ -113,8 +113,10 @@ func (f *faultNode) extendFault(ctx context.Context, q *Request) bool {
 			f.Node.Exec(context.Background(), []*Request{&stray})
 			f.strayed.Add(1)
 		}()
-		<-ctx.Done()
-		q.OK, q.Err = false, ctx.Err()
+		// The client sees the failure at once (a connection reset with the
+		// request still on its way), not at the batch's deadline: that
+		// deadline may be a later request's, queued in the same batch.
+		q.OK, q.Err = false, errReplyLost
 		return true
 	}
 	return false
