@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"bytes"
+	"context"
 	"regexp"
 	"strconv"
 	"strings"
@@ -56,6 +57,14 @@ func FuzzNodeReply(f *testing.F) {
 		acq, fenced, flags := nodeOutcomes(t, fake.pipeNode(t), time.Second)
 		// go-redis does not check the CRLF after a bulk string's payload.
 		checkReplyOutcomes(t, "go-redis", reply, acq, fenced, flags, "$2\r\nOK")
+		// A release's success or wake-up needs an integer reply (0 to 3).
+		q := Request{Op: OpRelease, Key: "k", Value: "v"}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		fake.pipeNode(t)().Exec(ctx, []*Request{&q})
+		if (q.OK || q.Woke) && (q.Err != nil || !bytes.HasPrefix(reply, []byte(":"))) {
+			t.Errorf("release reported OK %v, Woke %v (Err %v) on the reply %q", q.OK, q.Woke, q.Err, reply)
+		}
 	})
 }
 
