@@ -48,7 +48,6 @@ type obtained struct {
 func TestWakeAcrossRedlocks(t *testing.T) {
 	holder := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
 	waiter := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
-	ctx := context.Background()
 	for _, owned := range []bool{false, true} {
 		key := testKey(t)
 		var opts []Option
@@ -56,24 +55,33 @@ func TestWakeAcrossRedlocks(t *testing.T) {
 			opts = append(opts, WithOwner("A"))
 		}
 		l := mustLock(t, holder, key, opts...)
-		got := lockAsync(t, ctx, waiter, key, WithBackoff(2*time.Second, 2*time.Second))
-		waitQueued(t, waiter, key)
-		time.Sleep(100 * time.Millisecond) // the waiter sleeps its backoff now
-		released := time.Now()
-		if err := l.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
-		o := <-got
-		if o.err != nil {
-			t.Fatal(o.err)
-		}
-		if d := o.at.Sub(released); d > 300*time.Millisecond {
+		if d := handOff(t, l, waiter, 100*time.Millisecond); d > 300*time.Millisecond {
 			t.Errorf("owned %v: the waiting Redlock took the key %v after the release; its backoff was at least 1s, a wake-up takes a round trip", owned, d)
 		}
-		if err := o.l.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
 	}
+}
+
+// handOff has waiter wait for l's key (with a backoff of 1 to 2 s), lets
+// it settle (subscribed and queued) for the given time, releases l, and
+// returns how long after the release waiter held the key; it releases it.
+func handOff(t testing.TB, l *Lock, waiter *Redlock, settle time.Duration) time.Duration {
+	t.Helper()
+	ctx := context.Background()
+	got := lockAsync(t, ctx, waiter, l.Key(), WithBackoff(2*time.Second, 2*time.Second))
+	waitQueued(t, waiter, l.Key())
+	time.Sleep(settle)
+	released := time.Now()
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o := <-got
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if err := o.l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return o.at.Sub(released)
 }
 
 // setCalls sums the SET calls the masters served: one per master and
