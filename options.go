@@ -196,9 +196,10 @@ const MaxOwnerLen = 1 << 10
 // freed on a master when its last hold there is released or expires. A
 // nested hold needs a quorum within its validity as a first acquire does,
 // and a failed one is rolled back without touching the owner's other holds.
-// With [WithFencing], every hold of an owner gets the owner's token: the
-// first hold's, or a larger one if a master lost the owner's holds
-// meanwhile; the next owner's token is larger than all of them.
+// With [WithFencing], a nested hold gets the owner's token (its first
+// hold's) where no newer token was handed out on the masters since, else a
+// new, larger one: never a smaller one. The next holder's token is larger
+// than all of them.
 //
 // The owner is a call option: [New] refuses it. It must be 1 to
 // [MaxOwnerLen] bytes. Default: none (a plain lock).

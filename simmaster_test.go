@@ -283,12 +283,12 @@ func (m *simMaster) holdLocked(op Op, key, value, owner string, ttl time.Duratio
 			e = simEntry{owner: owner, holds: map[string]simHold{}}
 		}
 		if op == OpAcquireFenced {
-			if e.fence == 0 {
-				fk := FenceKey(key)
-				c := m.fences[fk]
-				if c >= 1<<53-1 {
-					return false, 0, errSimFence
-				}
+			fk := FenceKey(key)
+			c := m.fences[fk]
+			if c >= 1<<53-1 {
+				return false, 0, errSimFence
+			}
+			if e.fence == 0 || e.fence < c { // none yet, or another token came since
 				e.fence = max(uint64(now/int64(time.Microsecond)), c+1)
 				m.fences[fk] = e.fence
 			}

@@ -14,7 +14,8 @@
 --           take the key, or add a hold when the owner's holds are live.
 --           Returns 0 when taken by someone else, else 1 (unfenced) or the
 --           owner's fence token: its first hold raises the counter KEYS[2]
---           as acquire_fenced.lua does; later holds get the stored token.
+--           as acquire_fenced.lua does; later holds get the stored token
+--           while it is the counter's value here, else a new one.
 --   fence   ARGV: value, token: while the hold is live, raise the counter
 --           to at least token and make token the owner's. Returns 1, or 0.
 --   extend  ARGV: value, ttl ms: reset the hold's expiry while it is live.
@@ -96,12 +97,16 @@ if op == 'enter' then
   end
   local token = 1
   if fenced then
+    local c, err = counter()
+    if not c then
+      return err
+    end
+    -- The owner's token, unless it has none yet, or another holder took a
+    -- token on this master since it was stored (the counter moved past it;
+    -- a stale fence step can also have stored an older one): then a new
+    -- one, above every token handed out here.
     token = tonumber(redis.call('HGET', key, 'fence') or '0')
-    if not token or token == 0 then
-      local c, err = counter()
-      if not c then
-        return err
-      end
+    if not token or token == 0 or token < c then
       local tm = redis.call('TIME')
       token = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
       if c + 1 > token then
