@@ -18,6 +18,13 @@ type Lock struct {
 	token uint64
 	owner string // WithOwner; "": a plain lock
 	cfg   config // the acquiring call's resolved options
+	// hand and place are the acquiring call's hand-off value and place
+	// when it queued for hand-offs (see [handoff]): the release takes its
+	// registrations off the queues and deletes the key where it was handed
+	// after all. byHand: the masters handed the lock to the call.
+	hand   string
+	place  int64
+	byHand bool
 
 	// key and value boxed once for all the lock's requests (see Request.boxArgs)
 	boxedKey, boxedValue any
@@ -156,6 +163,9 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 	l.r.sched.remove(l)
 
 	p := l.release(ctx, true)
+	if l.byHand {
+		l.r.wake.forget(l.hand) // later hand-offs to it are released
+	}
 	ctxErr := p.collect(ctx)
 	if p.woke() {
 		l.r.wake.handedOff(l.key, l.cfg.maxBackoff)

@@ -99,6 +99,16 @@ type Request struct {
 	// Place, and leave Woke false.
 	Waiter string
 	Place  int64
+	// Hand, on OpRelease, is the hand-off value of the Lock call that sends
+	// it, when the call waits for the key to be handed to it (see
+	// [handoff]): the release also deletes Key where it was handed to the
+	// call (Key holds Hand, "#" and a registration number; with Reg not 0,
+	// one below Reg), and takes the call's registrations (Waiter, Hand, at
+	// Place) off the queue. With Reg not 0 it registers the call again as
+	// Reg: a release that frees Key then sets it to Hand#Reg for TTL and
+	// tells the call. Empty: the request is not a hand-off call's.
+	Hand string
+	Reg  uint64
 
 	OK    bool
 	Fence uint64 // OpAcquireFenced: the fence counter when OK
@@ -291,7 +301,10 @@ func command(ctx context.Context, q *Request) redis.Cmder {
 		return redis.NewCmd(ctx, "eval", extendSrc, 1, key, value, ms)
 	case OpRelease:
 		wk, waiter, place := q.releaseArgs()
-		return redis.NewCmd(ctx, "eval", releaseSrc, 2, key, wk, value, waiter, place)
+		if q.Hand == "" {
+			return redis.NewCmd(ctx, "eval", releaseSrc, 2, key, wk, value, waiter, place, "", 0, 0)
+		}
+		return redis.NewCmd(ctx, "eval", releaseSrc, 2, key, wk, value, waiter, place, q.Hand, q.Reg, q.TTL.Milliseconds())
 	}
 	return unknownOp(q)
 }

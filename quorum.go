@@ -217,14 +217,19 @@ func (t *tally) error(op, key string) *QuorumError {
 // own value, and a SET that timed out may have landed.
 //
 // With place not 0, the rollback also queues this Redlock at place for the
-// key's next release (see [wakeups]).
-func (r *Redlock) acquire(ctx context.Context, key string, cfg *config, place int64) (*Lock, error) {
+// key's next release (see [wakeups]); with h not nil, it queues the call for
+// a hand-off (see [handoff]).
+func (r *Redlock) acquire(ctx context.Context, key string, cfg *config, place int64, h *handoff) (*Lock, error) {
+	h.attempting()
 	start := r.clock.Now()
 	op := OpAcquire
 	if cfg.fencing {
 		op = OpAcquireFenced
 	}
 	l := &Lock{r: r, key: key, value: newValue(), owner: cfg.owner, cfg: *cfg, ttl: cfg.ttl}
+	if h.registered() {
+		l.hand, l.place = h.value, h.place // its Unlock deletes hand-offs that came after all
+	}
 	// The requests must not be cut short by the caller's cancellation: the
 	// common ctx, cancel := ...; Lock(ctx); cancel() would otherwise leave the
 	// lock on a bare quorum. collect watches ctx for the caller.
@@ -234,14 +239,14 @@ func (r *Redlock) acquire(ctx context.Context, key string, cfg *config, place in
 	ctxErr := p.collect(ctx)
 	t := &p.tallies[0]
 	if ctxErr != nil || !t.won() {
-		l.rollback(ctx, place)
+		l.rollback(ctx, place, h)
 		err := joinCtx(t.error(opAcquire, key), ctxErr)
 		r.attempted(ctx, p, key, cfg, start, nil, err)
 		return nil, err
 	}
 	until, left, valid := cfg.deadline(start, r.clock.Now())
 	if !valid {
-		l.rollback(ctx, place)
+		l.rollback(ctx, place, h)
 		qe := t.error(opAcquire, key)
 		qe.Late, qe.Validity = true, left
 		r.attempted(ctx, p, key, cfg, start, nil, qe)
@@ -250,7 +255,7 @@ func (r *Redlock) acquire(ctx context.Context, key string, cfg *config, place in
 	l.until = until
 	if cfg.fencing {
 		if err := l.confirmFence(ctx, t.token); err != nil {
-			l.rollback(ctx, place)
+			l.rollback(ctx, place, h)
 			r.attempted(ctx, p, key, cfg, start, nil, err)
 			return nil, err
 		}
@@ -338,18 +343,28 @@ func (l *Lock) deadlineLocked(now, by time.Time, nodeTimeout time.Duration) (tim
 // Redlocks on the masters, and wakes the next one when it frees the key; a
 // rollback with queue puts this Redlock back at the end (see [wakeups]).
 func (l *Lock) release(ctx context.Context, unlock bool) *phase {
-	return l.releasing(ctx, unlock, 0)
+	return l.releasing(ctx, unlock, 0, nil)
 }
 
 // rollback undoes a failed attempt (see release), queueing this Redlock at
-// place for the key's wake-ups unless place is 0.
-func (l *Lock) rollback(ctx context.Context, place int64) { l.releasing(ctx, false, place) }
+// place for the key's wake-ups unless place is 0, or the call h for a
+// hand-off when h is not nil.
+func (l *Lock) rollback(ctx context.Context, place int64, h *handoff) {
+	l.releasing(ctx, false, place, h)
+}
 
-func (l *Lock) releasing(ctx context.Context, unlock bool, place int64) *phase {
+func (l *Lock) releasing(ctx context.Context, unlock bool, place int64, h *handoff) *phase {
 	deadline, _ := l.nextDeadline(time.Time{})
 	q := l.request(OpRelease, 0, 0)
 	q.Waiter, _ = l.r.wake.name()
-	if q.Waiter != "" {
+	switch {
+	case q.Waiter == "":
+	case h != nil && place != 0:
+		q.Hand, q.Place, q.TTL = h.value, h.place, h.ttl
+		q.Reg = h.register(deadline) // before any master can hand under it
+	case l.hand != "":
+		q.Hand, q.Place = l.hand, l.place
+	default:
 		q.Place = place
 	}
 	p := l.r.startPhase(ctx, deadline, unlock, q)

@@ -189,7 +189,16 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (_ *Lock
 	// it started, so that every master keeps the waiting Redlocks in the
 	// same order (an order only: wall-clock time is never used for validity).
 	ticket := time.Now().UnixMicro()
+	// h is this call's registration for hand-offs (see [handoff]), made
+	// when it first queues on the masters (plain locks only).
+	var h *handoff
 	defer func() {
+		if h != nil {
+			r.wake.end(h, held)
+			if !won && h.registered() {
+				r.unhand(h, cfg.nodeTimeout) // gave up: off the queues, and the key back where handed
+			}
+		}
 		if w != nil && r.waiters.leave(key, w) && remote && !won {
 			r.unqueue(key, cfg.nodeTimeout) // the last local waiter gave up
 		}
@@ -213,15 +222,19 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (_ *Lock
 		// taking it now: trying at once would race it (split votes, both
 		// rolled back). Queue behind the Redlocks waiting before us instead,
 		// and wait for our wake-up (or the backoff, if it does not come).
-		r.startPhase(context.WithoutCancel(ctx), time.Now().Add(cfg.nodeTimeout), false,
-			Request{Op: OpRelease, Key: key, Waiter: channel, Place: ticket})
+		q := Request{Op: OpRelease, Key: key, Waiter: channel, Place: ticket}
+		deadline := time.Now().Add(cfg.nodeTimeout)
+		if handable(&cfg) {
+			h = r.wake.newHandoff(key, ticket, cfg.ttl)
+			q.Hand, q.TTL = h.value, cfg.ttl
+			q.Reg = h.register(deadline)
+		}
+		r.startPhase(context.WithoutCancel(ctx), deadline, false, q)
 		remote = true
 		w, _ = r.waiters.join(key, released)
-		if !w.wait(ctx.Done(), r.closing, r.jitter(cfg.maxBackoff)) {
-			return nil, joinCtx(ErrNotObtained, ctx.Err())
-		}
-		if r.closed.Load() {
-			return nil, errors.Join(ErrNotObtained, ErrClosed)
+		if l, ok, err := r.await(ctx, w, h, &cfg, r.jitter(cfg.maxBackoff)); l != nil || !ok {
+			won, held = l != nil, l
+			return l, err
 		}
 	}
 	for n := 1; ; n++ {
@@ -229,9 +242,12 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (_ *Lock
 		var place int64
 		if listening {
 			place = ticket
+			if h == nil && handable(&cfg) {
+				h = r.wake.newHandoff(key, ticket, cfg.ttl)
+			}
 		}
 		cfg.attempt = int32(min(n, math.MaxInt32))
-		l, err := r.acquire(ctx, key, &cfg, place)
+		l, err := r.acquire(ctx, key, &cfg, place, h)
 		remote = remote || listening
 		if err == nil {
 			won = true
@@ -258,15 +274,87 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (_ *Lock
 				continue
 			}
 		}
-		if !w.wait(ctx.Done(), r.closing, r.waiters.pause(key, w, r.jitter(backoff), cfg.maxBackoff)) {
-			return nil, joinCtx(err, ctx.Err())
+		pause := r.waiters.pause(key, w, r.jitter(backoff), cfg.maxBackoff)
+		if h.registered() {
+			// The key comes by hand-off: the backoff only covers a lost one.
+			pause = r.jitter(cfg.maxBackoff)
 		}
-		if r.closed.Load() {
-			return nil, errors.Join(err, ErrClosed)
+		l, ok, werr := r.await(ctx, w, h, &cfg, pause)
+		if l != nil {
+			won, held = true, l
+			return l, nil
+		}
+		if !ok {
+			return nil, joinCtx(err, werr)
 		}
 		backoff = min(backoff, cfg.maxBackoff/2) * 2 // no overflow, whatever the bounds
 		backoff = max(backoff, cfg.minBackoff)
 	}
+}
+
+// await waits up to pause for w's wake-up, or for the key to be handed to
+// the call h (nil: none). It returns the lock when it was handed, else
+// whether to go on trying; when not, err says why (ctx's error, or
+// ErrClosed).
+func (r *Redlock) await(ctx context.Context, w *waiter, h *handoff, cfg *config, pause time.Duration) (l *Lock, ok bool, err error) {
+	var hand <-chan struct{}
+	if h != nil {
+		hand = h.wake
+	}
+	t := time.NewTimer(pause)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.wake:
+		case <-t.C:
+		case <-hand:
+			// A master handed us the key: once a quorum did, it is ours;
+			// until then, wait on (the others' word comes with the same
+			// release), up to the pause.
+			l, partial := h.take(cfg)
+			if l != nil {
+				r.handed(ctx, h, l, cfg)
+				return l, true, nil
+			}
+			if partial {
+				continue
+			}
+		case <-r.closing:
+		case <-ctx.Done():
+			return nil, false, joinCtx(ErrNotObtained, ctx.Err())
+		}
+		if r.closed.Load() {
+			return nil, false, errors.Join(ErrNotObtained, ErrClosed)
+		}
+		// Handed by a quorum while woken otherwise: take it.
+		if h != nil {
+			if l, _ := h.take(cfg); l != nil {
+				r.handed(ctx, h, l, cfg)
+				return l, true, nil
+			}
+		}
+		return nil, true, nil
+	}
+}
+
+// handed starts the life of l, a lock handed to the call h.
+func (r *Redlock) handed(ctx context.Context, h *handoff, l *Lock, cfg *config) {
+	if cfg.autoExtend {
+		r.sched.place(l, time.Time{})
+	}
+	r.attempted(ctx, nil, l.key, cfg, h.regStart, l, nil)
+}
+
+// unhand takes the call h, which gave up, off the key's queues on every
+// master, and releases the key where it was handed to it, in the
+// background.
+func (r *Redlock) unhand(h *handoff, nodeTimeout time.Duration) {
+	channel, _ := r.wake.name()
+	if channel == "" {
+		return
+	}
+	r.startPhase(context.Background(), time.Now().Add(nodeTimeout), false,
+		Request{Op: OpRelease, Key: h.key, Hand: h.value, Waiter: channel, Place: h.place})
 }
 
 // yield returns the channel to queue under when a Lock call on key should
@@ -300,7 +388,7 @@ func (r *Redlock) TryLock(ctx context.Context, key string, opts ...Option) (l *L
 		ctx, c = r.startCall(ctx, CallTryLock, key)
 		defer func() { r.endCall(ctx, c, 1, l, err) }()
 	}
-	return r.acquire(ctx, key, &cfg, 0)
+	return r.acquire(ctx, key, &cfg, 0, nil)
 }
 
 // Do acquires the lock on key (waiting and retrying as [Redlock.Lock] does),

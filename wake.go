@@ -46,6 +46,9 @@ type wakeups struct {
 
 	handMu sync.Mutex           // guards handed
 	handed map[string]time.Time // keys whose release by this Redlock woke another, until when it yields
+
+	handsMu sync.Mutex          // guards hands
+	hands   map[string]*handoff // this Redlock's Lock calls waiting for hand-offs, by hand-off value
 }
 
 // subscriber is a Node that can deliver wake-ups: NewNode's.
@@ -123,13 +126,7 @@ func (w *wakeups) start(ctx context.Context, key string, timeout time.Duration) 
 				for m := range msgs {
 					switch m := m.(type) {
 					case *redis.Message:
-						// Nobody may wait for the key here any more: the
-						// slower masters' word for a release the others
-						// already woke a waiter for, say. Taking this
-						// Redlock off the queue then could undo its next
-						// call's queueing, so it stays: its own release or
-						// the call that gave up takes it off.
-						w.r.waiters.wakeFrom(m.Payload, i, len(w.subs), w.r.quorum, wakeGrace)
+						w.message(m.Payload, i)
 					case *redis.Subscription:
 						w.live.Store(true) // a master that was down subscribed
 					}
@@ -139,6 +136,22 @@ func (w *wakeups) start(ctx context.Context, key string, timeout time.Duration) 
 	}
 	if w.r.obs != nil {
 		w.report(ctx, key, errs, took)
+	}
+}
+
+// message is a word from master i on this Redlock's channel: "w" and a
+// key freed there (a wake-up), or "h" and a hand-off (see [handoff]).
+func (w *wakeups) message(payload string, i int) {
+	switch {
+	case strings.HasPrefix(payload, "w"):
+		// Nobody may wait for the key here any more: the slower masters'
+		// word for a release the others already woke a waiter for, say.
+		// Taking this Redlock off the queue then could undo its next call's
+		// queueing, so it stays: its own release or the call that gave up
+		// takes it off.
+		w.r.waiters.wakeFrom(payload[1:], i, len(w.subs), w.r.quorum, wakeGrace)
+	case strings.HasPrefix(payload, "h"):
+		w.handedTo(payload[1:], i)
 	}
 }
 

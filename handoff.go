@@ -1,0 +1,202 @@
+package redlock
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// handoff is a Lock call of a plain lock (neither owned nor fenced) that
+// waits for the key to be handed to it: its failed attempts' rollbacks
+// register it in the key's queue on every master with its hand-off value
+// and TTL, and a release that frees the key there sets the key to that
+// value in the same script and tells the call (release.lua). With the key
+// handed to it by a quorum, the call holds the lock without a request of
+// its own: a hand-off across processes costs the release's round trip, as
+// a hand-off between goroutines of one process does.
+//
+// Validity. A master hands the key under the call's registration that it
+// holds then: it sets the key to value#reg and says reg. The registration
+// reached the master after the call sent it, so the key there lives at
+// least the TTL from that moment (regStart): the lock's validity is counted
+// from it, like an acquire's from its start. Only hand-offs under the
+// call's latest registration count, and none while an attempt of the call
+// is out, so every master counted holds value#reg since a moment after
+// regStart.
+//
+// Only the call deletes value#reg: a later registration of it (which hands
+// the key again under the new one if the call is first in the queue, or to
+// the call that is), its Unlock, its give-up. A registration deletes only
+// hand-offs under earlier ones, so one that lands late or twice (go-redis
+// drops the connection of a request that timed out, and may retry a
+// pipeline) cannot delete a hand-off the call counted.
+type handoff struct {
+	r     *Redlock
+	key   string
+	value string // the value the masters hand the key to
+	place int64  // the call's place in the queues
+	ttl   time.Duration
+	wake  chan struct{} // holds at most one pending hand-off notice
+
+	mu          sync.Mutex
+	reg         uint64    // the latest registration sent; 0: none yet
+	regStart    time.Time // when it was sent, on r.clock
+	regDeadline time.Time // its phase's deadline, on the real clock
+	counting    bool      // the masters' hand-offs under reg count: no attempt is out
+	seen        []bool    // masters that handed the key under reg
+	count       int
+	done        bool  // the call ended: later hand-offs are released
+	held        *Lock // the lock the call took by hand-off, if it did
+}
+
+// handable reports whether a call with cfg waits for hand-offs: plain
+// locks. Fenced ones need their second round anyway, and owned keys are
+// hashes the masters cannot hand over.
+func handable(cfg *config) bool { return cfg.owner == "" && !cfg.fencing }
+
+func (w *wakeups) newHandoff(key string, place int64, ttl time.Duration) *handoff {
+	n := len(w.r.nodes)
+	h := &handoff{r: w.r, key: key, value: newValue(), place: place, ttl: ttl,
+		wake: make(chan struct{}, 1), seen: make([]bool, n)}
+	w.handsMu.Lock()
+	defer w.handsMu.Unlock()
+	if w.hands == nil {
+		w.hands = make(map[string]*handoff)
+	}
+	w.hands[h.value] = h
+	return h
+}
+
+// register readies h for a new registration, sent by the caller right
+// after in a phase with deadline, and returns its number.
+func (h *handoff) register(deadline time.Time) uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.reg++
+	h.regStart, h.regDeadline = h.r.clock.Now(), deadline
+	h.counting = true
+	clear(h.seen)
+	h.count = 0
+	return h.reg
+}
+
+// attempting stops counting hand-offs: an attempt of the call goes out.
+func (h *handoff) attempting() {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.counting = false
+	clear(h.seen)
+	h.count = 0
+}
+
+// registered reports whether a registration of h was sent.
+func (h *handoff) registered() bool {
+	if h == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.reg > 0
+}
+
+// handed counts master i's hand-off under registration reg, and reports
+// false when nobody will use it: the call ended without taking the key
+// this way, so the key must be released there.
+func (h *handoff) handed(reg uint64, i int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.held != nil:
+		return true // part of the lock the call holds by hand-off
+	case h.done:
+		return false
+	case reg != h.reg || !h.counting || h.seen[i]:
+		// Under an older registration, or while an attempt is out: the
+		// call's next rollback deletes it and queues the call again.
+		return true
+	}
+	h.seen[i] = true
+	h.count++
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// take returns the lock the call holds when a quorum of masters handed it
+// the key under its latest registration with more than the minimum
+// validity left; nil otherwise. partial reports that some masters did.
+func (h *handoff) take(cfg *config) (l *Lock, partial bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.counting || h.count < h.r.quorum {
+		return nil, h.counting && h.count > 0
+	}
+	until, _, valid := cfg.deadline(h.regStart, h.r.clock.Now())
+	if !valid {
+		return nil, false // the next attempt registers again
+	}
+	l = &Lock{r: h.r, key: h.key, value: handValue(h.value, h.reg), cfg: *cfg, ttl: cfg.ttl,
+		until: until, last: h.regDeadline, hand: h.value, place: h.place, byHand: true}
+	l.boxedKey, l.boxedValue = l.key, l.value
+	h.held = l
+	return l, false
+}
+
+// end is called when the call ends, having taken the lock l (nil: it gave
+// up; l took the key by hand-off when l.value is h's). Hand-offs that come
+// later for a call that did not take the key this way are released.
+func (w *wakeups) end(h *handoff, l *Lock) {
+	h.mu.Lock()
+	h.done = true
+	byHand := h.held != nil && h.held == l
+	h.mu.Unlock()
+	if !byHand {
+		w.forget(h.value)
+	}
+}
+
+// forget drops hand-off value v from the table: later hand-offs to it are
+// released.
+func (w *wakeups) forget(v string) {
+	w.handsMu.Lock()
+	defer w.handsMu.Unlock()
+	delete(w.hands, v)
+}
+
+// handedTo is a hand-off from master i: payload is "hand|reg|key".
+func (w *wakeups) handedTo(payload string, i int) {
+	hand, rest, ok := strings.Cut(payload, "|")
+	if !ok {
+		return
+	}
+	regs, key, ok := strings.Cut(rest, "|")
+	reg, err := strconv.ParseUint(regs, 10, 64)
+	if !ok || err != nil {
+		return
+	}
+	w.handsMu.Lock()
+	h := w.hands[hand]
+	w.handsMu.Unlock()
+	if h != nil && h.key == key && h.handed(reg, i) {
+		return
+	}
+	// Nobody takes it: release it at once (and hand it to the next call),
+	// rather than let it block the key for a TTL.
+	cfg, _ := w.r.cfg.resolved() // New checked it
+	w.r.startPhase(context.Background(), time.Now().Add(cfg.nodeTimeout), false,
+		Request{Op: OpRelease, Key: key, Value: handValue(hand, reg), Hand: hand, Waiter: w.channel})
+	w.r.waiters.wake(key)
+}
+
+// handValue is the value the masters set the key to when they hand it to
+// the call of hand-off value hand under its registration reg.
+func handValue(hand string, reg uint64) string {
+	return hand + "#" + strconv.FormatUint(reg, 10)
+}

@@ -1,0 +1,250 @@
+package redlock
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// sentCounter counts the commands of a name that go-redis clients send,
+// pipelined or not (EVALSHA and EVAL count as the script they run: not SET).
+type sentCounter struct {
+	name string
+	n    atomic.Int64
+}
+
+func (s *sentCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (s *sentCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if strings.EqualFold(cmd.Name(), s.name) {
+			s.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (s *sentCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if strings.EqualFold(cmd.Name(), s.name) {
+				s.n.Add(1)
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// waitRegistered waits until key's queue on every master holds n entries.
+func waitRegistered(t testing.TB, cs []*redis.Client, key string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ok := true
+		for _, c := range cs {
+			if got, _ := c.ZCard(context.Background(), WaitKey(key)).Result(); got != int64(n) {
+				ok = false
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("key's queue does not hold %d entries on every master after 5s", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestHandOffDirect: a Redlock waiting for a key another Redlock holds (as
+// another process would) is handed the key by the release itself: it holds
+// the lock without sending an acquire of its own, every master holds its
+// value, and its validity counts from its registration, not from the
+// release (it waited half a second in between).
+func TestHandOffDirect(t *testing.T) {
+	ctx := context.Background()
+	admin := clients(t, masters.Addrs())
+	holder := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
+	wcs := clients(t, masters.Addrs())
+	sets := &sentCounter{name: "set"}
+	for _, c := range wcs {
+		c.AddHook(sets)
+	}
+	// A long backoff: the waiter makes no attempt of its own after queueing.
+	waiter := newRedlock(t, nodesOf(t, wcs), WithBackoff(10*time.Second, 10*time.Second))
+	key := testKey(t)
+	l := mustLock(t, holder, key)
+	settle(holder) // on every master, not only a quorum
+	called := time.Now()
+	got := lockAsync(t, ctx, waiter, key)
+	waitRegistered(t, admin, key, 1)
+	registered := time.Now()
+	time.Sleep(500 * time.Millisecond)
+	before := sets.n.Load()
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	released := time.Now()
+	var o obtained
+	select {
+	case o = <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter did not get the key within 5s of the release")
+	}
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if n := sets.n.Load() - before; n != 0 {
+		t.Errorf("the waiter sent %d SET commands after the release; want 0: the release hands the key over", n)
+	}
+	if d := o.at.Sub(released); d > 300*time.Millisecond {
+		t.Errorf("the waiter held the key %v after the release, want about a round trip", d)
+	}
+	if n := count(holders(t, admin, key), o.l.Value()); n != len(admin) {
+		t.Errorf("%d of %d masters hold the waiter's value, want all", n, len(admin))
+	}
+	// Counted from the registration (before registered), not from the
+	// hand-off: at least the half second it waited shorter.
+	cfg := defaultConfig()
+	if latest := registered.Add(cfg.ttl - cfg.drift()); o.l.Until().After(latest) {
+		t.Errorf("Until is %v after the registration plus the TTL less drift; validity must count from the registration",
+			o.l.Until().Sub(latest))
+	}
+	if o.l.Until().Before(called.Add(cfg.ttl - cfg.drift())) {
+		t.Errorf("Until %v is before the call's start plus the TTL less drift", o.l.Until())
+	}
+	if err := o.l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(holders(t, admin, key), o.l.Value()); n != 0 {
+		t.Errorf("%d masters still hold the value after Unlock", n)
+	}
+	if got, _ := admin[0].Exists(ctx, WaitKey(key)).Result(); got != 0 {
+		t.Errorf("the queue is left after the hand-off and the Unlock")
+	}
+}
+
+// TestHandOffGhost: a master that hands the key to a call nobody runs any
+// more (an entry left in the queue, its Redlock alive) gets it back at
+// once from that Redlock, which hands it on: the next waiter does not wait
+// for the ghost's TTL (a minute here) or its own backoff (10 s).
+func TestHandOffGhost(t *testing.T) {
+	ctx := context.Background()
+	admin := clients(t, masters.Addrs())
+	holder := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
+	ghost := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
+	waiter := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
+	ghost.wake.start(ctx, "", time.Second) // subscribed, as after a wait
+	channel, listening := ghost.wake.name()
+	if !listening {
+		t.Fatal("the ghost's Redlock does not listen")
+	}
+	key := testKey(t)
+	l := mustLock(t, holder, key)
+	settle(holder) // on every master, not only a quorum
+	got := lockAsync(t, ctx, waiter, key)
+	waitRegistered(t, admin, key, 1)
+	for _, c := range admin {
+		// First in the queue: a call of the ghost's that left no trace.
+		if err := c.ZAdd(ctx, WaitKey(key), redis.Z{Score: 1, Member: channel + "|gone|60000|1"}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	released := time.Now()
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case o := <-got:
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+		if d := o.at.Sub(released); d > time.Second {
+			t.Errorf("the waiter got the key %v after the release", d)
+		}
+		_ = o.l.Unlock(ctx)
+	case <-time.After(5 * time.Second):
+		for _, c := range admin {
+			v, _ := c.Get(ctx, key).Result()
+			q, _ := c.ZRangeWithScores(ctx, WaitKey(key), 0, -1).Result()
+			t.Logf("master: %q queue %v", v, q)
+		}
+		t.Fatal("the waiter did not get the key within 5s: the ghost's hand-off was not given back")
+	}
+}
+
+// TestHandOffGiveUp: a call that gives up leaves the queues, and gives back
+// the key where it was handed to it after all: the next waiter gets it at
+// the next release, and nothing of the call is left on the masters.
+func TestHandOffGiveUp(t *testing.T) {
+	ctx := context.Background()
+	admin := clients(t, masters.Addrs())
+	holder := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
+	quitter := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
+	waiter := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
+	key := testKey(t)
+	l := mustLock(t, holder, key)
+	settle(holder) // on every master, not only a quorum
+	qctx, cancel := context.WithCancel(ctx)
+	quit := lockAsync(t, qctx, quitter, key)
+	waitRegistered(t, admin, key, 1)
+	got := lockAsync(t, ctx, waiter, key)
+	waitRegistered(t, admin, key, 2)
+	cancel()
+	if o := <-quit; o.err == nil {
+		t.Fatal("the cancelled call got the key")
+	}
+	settle(quitter)
+	waitRegistered(t, admin, key, 1)
+	released := time.Now()
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o := <-got
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if d := o.at.Sub(released); d > time.Second {
+		t.Errorf("the waiter got the key %v after the release", d)
+	}
+	if n := count(holders(t, admin, key), o.l.Value()); n != len(admin) {
+		t.Errorf("%d of %d masters hold the waiter's value", n, len(admin))
+	}
+	_ = o.l.Unlock(ctx)
+}
+
+// TestHandOffRegistrationOrder: on a master, a registration deletes only
+// the hand-offs made under earlier registrations of its call: one that
+// lands late or twice leaves a later hand-off (which the call may count)
+// alone; the call's Unlock or give-up (no registration) deletes any.
+func TestHandOffRegistrationOrder(t *testing.T) {
+	ctx := context.Background()
+	c := clients(t, masters.Addrs()[:1])[0]
+	n := NewNode(c)
+	key := testKey(t)
+	for _, tc := range []struct {
+		reg     uint64
+		deletes bool
+	}{{1, false}, {2, false}, {3, true}, {0, true}} {
+		if err := c.Set(ctx, key, handValue("H", 2), time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		q := &Request{Op: OpRelease, Key: key, Value: "attempt", Waiter: "chan", Place: 7, Hand: "H", Reg: tc.reg, TTL: time.Minute}
+		n.Exec(ctx, []*Request{q})
+		if q.Err != nil {
+			t.Fatal(q.Err)
+		}
+		v, err := c.Get(ctx, key).Result()
+		if deleted := err == redis.Nil; deleted != tc.deletes {
+			t.Errorf("registration %d over a hand-off under 2: deleted %v (value %q), want %v", tc.reg, deleted, v, tc.deletes)
+		}
+		if q.OK != tc.deletes {
+			t.Errorf("registration %d: reply OK %v, want %v", tc.reg, q.OK, tc.deletes)
+		}
+		c.Del(ctx, key, WaitKey(key))
+	}
+}
