@@ -49,6 +49,9 @@ type handoff struct {
 	count       int
 	done        bool  // the call ended: later hand-offs are released
 	held        *Lock // the lock the call took by hand-off, if it did
+	// stale withdraws a registration that an Unlock left behind the next
+	// call (see [wakeups.stay]) when no Lock call took it over in time.
+	stale *time.Timer
 }
 
 // handable reports whether a call with cfg waits for hand-offs: plain
@@ -112,7 +115,9 @@ func (h *handoff) handed(reg uint64, i int) bool {
 	defer h.mu.Unlock()
 	switch {
 	case h.held != nil:
-		return true // part of the lock the call holds by hand-off
+		// Part of the lock the call holds by hand-off, unless that ended
+		// without an Unlock.
+		return h.r.clock.Now().Before(h.held.Until())
 	case h.done:
 		return false
 	case reg != h.reg || !h.counting || h.seen[i]:
@@ -143,15 +148,15 @@ func (h *handoff) take(cfg *config) (l *Lock, partial bool) {
 		return nil, false // the next attempt registers again
 	}
 	l = &Lock{r: h.r, key: h.key, value: handValue(h.value, h.reg), cfg: *cfg, ttl: cfg.ttl,
-		until: until, last: h.regDeadline, hand: h.value, place: h.place, byHand: true}
+		until: until, last: h.regDeadline, h: h}
 	l.boxedKey, l.boxedValue = l.key, l.value
 	h.held = l
 	return l, false
 }
 
 // end is called when the call ends, having taken the lock l (nil: it gave
-// up; l took the key by hand-off when l.value is h's). Hand-offs that come
-// later for a call that did not take the key this way are released.
+// up). Hand-offs that come later for a call that did not take the key by
+// hand-off are released.
 func (w *wakeups) end(h *handoff, l *Lock) {
 	h.mu.Lock()
 	h.done = true
@@ -189,9 +194,10 @@ func (w *wakeups) handedTo(payload string, i int) {
 	}
 	// Nobody takes it: release it at once (and hand it to the next call),
 	// rather than let it block the key for a TTL.
-	cfg, _ := w.r.cfg.resolved() // New checked it
-	w.r.startPhase(context.Background(), time.Now().Add(cfg.nodeTimeout), false,
-		Request{Op: OpRelease, Key: key, Value: handValue(hand, reg), Hand: hand, Waiter: w.channel})
+	// Only this hand-off's value: a later registration of the same call (an
+	// Unlock's, see stay) may hold the key on this master under another.
+	w.r.startPhase(context.Background(), time.Now().Add(w.nodeTimeout()), false,
+		Request{Op: OpRelease, Key: key, Value: handValue(hand, reg)})
 	w.r.waiters.wake(key)
 }
 
@@ -199,4 +205,105 @@ func (w *wakeups) handedTo(payload string, i int) {
 // the call of hand-off value hand under its registration reg.
 func handValue(hand string, reg uint64) string {
 	return hand + "#" + strconv.FormatUint(reg, 10)
+}
+
+// stay turns h, the registration of the call that took l, into one queued
+// behind the call the Unlock of l hands the key to (see Request.Behind), at
+// place, sent in a phase with deadline; it returns its number. A Lock call
+// of this Redlock for the key with the same TTL takes it over (adopt): a
+// loop that locks a contended key again at once waits its turn without
+// sending a registration of its own.
+func (w *wakeups) stay(h *handoff, place int64, deadline time.Time) uint64 {
+	h.mu.Lock()
+	h.held, h.done, h.place = nil, false, place
+	h.mu.Unlock()
+	reg := h.register(deadline)
+	w.handsMu.Lock()
+	defer w.handsMu.Unlock()
+	if w.hands == nil {
+		w.hands = make(map[string]*handoff)
+	}
+	w.hands[h.value] = h
+	if w.standing == nil {
+		w.standing = make(map[string]*handoff)
+	}
+	if old := w.standing[h.key]; old != nil && old != h {
+		w.dropLocked(old, true)
+	}
+	w.standing[h.key] = h
+	return reg
+}
+
+// stayed is told on how many masters the Unlock that made h stay (stay)
+// queued it (told: it handed the key to another call there). Unless a
+// quorum did, h is dropped: the next holder's release would hand it the
+// key on too few masters. Else it is withdrawn unless a call takes it over
+// within standWindow: it may be handed the key meanwhile, which then waits
+// for that call.
+func (w *wakeups) stayed(h *handoff, told int) {
+	w.handsMu.Lock()
+	defer w.handsMu.Unlock()
+	if w.standing[h.key] != h {
+		return // taken over already
+	}
+	if told < w.r.quorum {
+		// Where it was queued, it is taken off; where the Unlock was not
+		// answered yet and it was, it is released if ever handed the key.
+		w.dropLocked(h, told > 0 && !w.r.closed.Load())
+		return
+	}
+	h.stale = time.AfterFunc(standWindow, func() {
+		w.handsMu.Lock()
+		defer w.handsMu.Unlock()
+		if w.standing[h.key] == h {
+			w.dropLocked(h, !w.r.closed.Load())
+		}
+	})
+}
+
+// dropLocked withdraws h, a registration no call took over, and takes it
+// off the masters' queues (and the key back where it was handed) when
+// unqueue is true (w.handsMu held).
+func (w *wakeups) dropLocked(h *handoff, unqueue bool) {
+	delete(w.standing, h.key)
+	delete(w.hands, h.value)
+	if h.stale != nil {
+		h.stale.Stop()
+	}
+	h.mu.Lock()
+	h.done = true
+	h.mu.Unlock()
+	if unqueue {
+		w.r.unhand(h, w.nodeTimeout())
+	}
+}
+
+// standWindow is how long a registration an Unlock left queued waits for a
+// Lock call of its Redlock to take it over: a loop that locks the key again
+// at once does it within microseconds.
+const standWindow = 10 * time.Millisecond
+
+// adopt hands the Lock call with cfg the registration an Unlock of key left
+// queued (see stay), if there is one it can use.
+func (w *wakeups) adopt(key string, cfg *config) *handoff {
+	if !handable(cfg) {
+		return nil
+	}
+	w.handsMu.Lock()
+	defer w.handsMu.Unlock()
+	h := w.standing[key]
+	if h == nil || h.ttl != cfg.ttl {
+		return nil
+	}
+	delete(w.standing, key)
+	if h.stale != nil {
+		h.stale.Stop()
+	}
+	return h
+}
+
+// nodeTimeout is the Redlock's node timeout, for requests of no call.
+func (w *wakeups) nodeTimeout() time.Duration {
+	cfg, _ := w.r.cfg.resolved() // New checked it
+	return cfg.nodeTimeout
 }

@@ -248,3 +248,111 @@ func TestHandOffRegistrationOrder(t *testing.T) {
 		c.Del(ctx, key, WaitKey(key))
 	}
 }
+
+// TestHandOffLoop: two Redlocks (two processes) that each lock the key
+// again as soon as they unlock it take turns with one request per master
+// and section, the release: the Unlock that hands the key over queues its
+// Redlock behind the next holder, and its next Lock takes that place over
+// instead of registering again (or trying).
+func TestHandOffLoop(t *testing.T) {
+	ctx := context.Background()
+	key := testKey(t)
+	sets, evals := &sentCounter{name: "set"}, &sentCounter{name: "eval"}
+	var rs []*Redlock
+	for range 2 {
+		cs := clients(t, masters.Addrs())
+		for _, c := range cs {
+			c.AddHook(sets)
+			c.AddHook(evals)
+		}
+		rs = append(rs, newRedlock(t, nodesOf(t, cs)))
+	}
+	const warm, sections = 50, 200
+	var done atomic.Int64
+	var sets0, evals0 atomic.Int64
+	errs := make(chan error, 2)
+	for _, r := range rs {
+		go func() {
+			for done.Load() < warm+sections {
+				l, err := r.Lock(ctx, key)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if done.Add(1) == warm {
+					sets0.Store(sets.n.Load())
+					evals0.Store(evals.n.Load())
+				}
+				if err := l.Unlock(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range rs {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := float64(len(masters.Addrs()) * sections)
+	perSet := float64(sets.n.Load()-sets0.Load()) / n
+	perEval := float64(evals.n.Load()-evals0.Load()) / n
+	t.Logf("per master and section: %.2f SET, %.2f EVAL", perSet, perEval)
+	if perSet > 0.1 || perEval > 1.2 {
+		t.Errorf("per master and section: %.2f SET and %.2f EVAL, want about 0 and 1 (the release alone)", perSet, perEval)
+	}
+}
+
+// TestHandOffLeftBehind: a Redlock whose Unlock handed the key on, and
+// that does not lock it again, does not keep the place it was queued at
+// for long: the next waiter gets the key at the next release, not after a
+// TTL or its backoff.
+func TestHandOffLeftBehind(t *testing.T) {
+	ctx := context.Background()
+	admin := clients(t, masters.Addrs())
+	a := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
+	b := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
+	c := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
+	key := testKey(t)
+	first := mustLock(t, c, key)
+	settle(c)
+	gotA := lockAsync(t, ctx, a, key)
+	waitRegistered(t, admin, key, 1)
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	oa := <-gotA
+	if oa.err != nil {
+		t.Fatal(oa.err)
+	}
+	gotB := lockAsync(t, ctx, b, key)
+	waitRegistered(t, admin, key, 1)
+	if err := oa.l.Unlock(ctx); err != nil { // hands to b, queues a behind it
+		t.Fatal(err)
+	}
+	ob := <-gotB
+	if ob.err != nil {
+		t.Fatal(ob.err)
+	}
+	time.Sleep(50 * time.Millisecond) // a does not lock again
+	gotC := lockAsync(t, ctx, c, key)
+	waitRegistered(t, admin, key, 1)
+	released := time.Now()
+	if err := ob.l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case oc := <-gotC:
+		if oc.err != nil {
+			t.Fatal(oc.err)
+		}
+		if d := oc.at.Sub(released); d > time.Second {
+			t.Errorf("c got the key %v after the release", d)
+		}
+		_ = oc.l.Unlock(ctx)
+	case <-time.After(5 * time.Second):
+		t.Fatal("c did not get the key within 5s: a's place behind b was kept")
+	}
+}

@@ -18,13 +18,11 @@ type Lock struct {
 	token uint64
 	owner string // WithOwner; "": a plain lock
 	cfg   config // the acquiring call's resolved options
-	// hand and place are the acquiring call's hand-off value and place
-	// when it queued for hand-offs (see [handoff]): the release takes its
-	// registrations off the queues and deletes the key where it was handed
-	// after all. byHand: the masters handed the lock to the call.
-	hand   string
-	place  int64
-	byHand bool
+	// h is the acquiring call's registration for hand-offs when it queued
+	// for them (see [handoff]): the release takes it off the queues and
+	// deletes the key where it was handed to the call after all, and an
+	// Unlock that hands the key on queues it behind (see [wakeups.stay]).
+	h *handoff
 
 	// key and value boxed once for all the lock's requests (see Request.boxArgs)
 	boxedKey, boxedValue any
@@ -163,11 +161,11 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 	l.r.sched.remove(l)
 
 	p := l.release(ctx, true)
-	if l.byHand {
-		l.r.wake.forget(l.hand) // later hand-offs to it are released
-	}
 	ctxErr := p.collect(ctx)
-	if p.woke() {
+	switch woke := p.woke(); {
+	case l.h != nil:
+		l.r.wake.stayed(l.h, woke)
+	case woke > 0:
 		l.r.wake.handedOff(l.key, l.cfg.maxBackoff)
 	}
 	t := &p.tallies[0]

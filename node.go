@@ -109,6 +109,9 @@ type Request struct {
 	// tells the call. Empty: the request is not a hand-off call's.
 	Hand string
 	Reg  uint64
+	// Behind, with Hand and Reg (an Unlock), registers the call again only
+	// behind the call the release handed Key to, when it did: Woke says so.
+	Behind bool
 
 	OK    bool
 	Fence uint64 // OpAcquireFenced: the fence counter when OK
@@ -186,15 +189,19 @@ var (
 	raiseFenceLua string
 	//go:embed lua/hold.lua
 	holdLua string
+	//go:embed lua/handoff.lua
+	handoffLua string
 
 	releaseSrc       any = script(releaseLua)
 	extendSrc        any = script(extendLua)
 	acquireFencedSrc any = script(acquireFencedLua)
 	raiseFenceSrc    any = script(raiseFenceLua)
 	holdSrc          any = script(holdLua)
+	handoffSrc       any = script(handoffLua)
 )
 
-// script returns a Lua file's code without its comment lines, boxed once.
+// script returns a Lua file's code without its comment lines and
+// indentation, boxed once: the master hashes every EVAL's script.
 //
 // Scripts go to the master with EVAL, never EVALSHA: a master that lost its
 // script cache (a restart, SCRIPT FLUSH) answers EVALSHA with NOSCRIPT, and
@@ -205,7 +212,7 @@ var (
 func script(src string) string {
 	var b strings.Builder
 	for line := range strings.Lines(src) {
-		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+		if line = strings.TrimLeft(line, " \t"); line != "\n" && !strings.HasPrefix(line, "--") {
 			b.WriteString(line)
 		}
 	}
@@ -302,9 +309,13 @@ func command(ctx context.Context, q *Request) redis.Cmder {
 	case OpRelease:
 		wk, waiter, place := q.releaseArgs()
 		if q.Hand == "" {
-			return redis.NewCmd(ctx, "eval", releaseSrc, 2, key, wk, value, waiter, place, "", 0, 0)
+			return redis.NewCmd(ctx, "eval", releaseSrc, 2, key, wk, value, waiter, place)
 		}
-		return redis.NewCmd(ctx, "eval", releaseSrc, 2, key, wk, value, waiter, place, q.Hand, q.Reg, q.TTL.Milliseconds())
+		behind := 0
+		if q.Behind {
+			behind = 1
+		}
+		return redis.NewCmd(ctx, "eval", handoffSrc, 2, key, wk, value, waiter, place, q.Hand, q.Reg, q.TTL.Milliseconds(), behind)
 	}
 	return unknownOp(q)
 }

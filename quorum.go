@@ -159,14 +159,16 @@ func (p *phase) count(j int) int {
 	return 0
 }
 
-// woke reports whether a collected release woke a waiting Redlock.
-func (p *phase) woke() bool {
+// woke reports on how many masters (among those collect counted) a
+// collected release woke a waiting call.
+func (p *phase) woke() int {
+	n := 0
 	for i := range p.calls {
 		if p.calls[i].answered && p.calls[i].Woke {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 // tally counts the replies of one key in a phase towards a quorum decision.
@@ -228,7 +230,7 @@ func (r *Redlock) acquire(ctx context.Context, key string, cfg *config, place in
 	}
 	l := &Lock{r: r, key: key, value: newValue(), owner: cfg.owner, cfg: *cfg, ttl: cfg.ttl}
 	if h.registered() {
-		l.hand, l.place = h.value, h.place // its Unlock deletes hand-offs that came after all
+		l.h = h // its release deletes hand-offs that came after all
 	}
 	// The requests must not be cut short by the caller's cancellation: the
 	// common ctx, cancel := ...; Lock(ctx); cancel() would otherwise leave the
@@ -362,8 +364,13 @@ func (l *Lock) releasing(ctx context.Context, unlock bool, place int64, h *hando
 	case h != nil && place != 0:
 		q.Hand, q.Place, q.TTL = h.value, h.place, h.ttl
 		q.Reg = h.register(deadline) // before any master can hand under it
-	case l.hand != "":
-		q.Hand, q.Place = l.hand, l.place
+	case unlock && l.h != nil:
+		// Queue again behind the call the key is handed to, if it is.
+		q.Hand, q.TTL, q.Behind = l.h.value, l.h.ttl, true
+		q.Place = time.Now().UnixMicro()
+		q.Reg = l.r.wake.stay(l.h, q.Place, deadline)
+	case l.h != nil:
+		q.Hand = l.h.value
 	default:
 		q.Place = place
 	}

@@ -204,9 +204,19 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (_ *Lock
 		}
 	}()
 	queued, released := r.waiters.peek(key)
-	// A call with an owner tries once before it queues: it may nest in a
-	// hold of its owner, which the goroutines queued here wait for.
-	if queued && cfg.owner == "" {
+	if h = r.wake.adopt(key, &cfg); h != nil {
+		// This Redlock's last Unlock of key handed it to another call and
+		// queued us behind it (see [wakeups.stay]): wait for our turn.
+		ticket = h.place
+		remote = true
+		w, _ = r.waiters.join(key, released)
+		if l, ok, err := r.await(ctx, w, h, &cfg, r.jitter(cfg.maxBackoff)); l != nil || !ok {
+			won, held = l != nil, l
+			return l, err
+		}
+	} else if queued && cfg.owner == "" {
+		// A call with an owner tries once before it queues: it may nest in
+		// a hold of its owner, which the goroutines queued here wait for.
 		// Unless the queue emptied and the key was released meanwhile
 		// (missed), wait for our turn.
 		var missed bool
@@ -303,6 +313,7 @@ func (r *Redlock) await(ctx context.Context, w *waiter, h *handoff, cfg *config,
 	}
 	t := time.NewTimer(pause)
 	defer t.Stop()
+	graced := false
 	for {
 		select {
 		case <-w.wake:
@@ -310,13 +321,20 @@ func (r *Redlock) await(ctx context.Context, w *waiter, h *handoff, cfg *config,
 		case <-hand:
 			// A master handed us the key: once a quorum did, it is ours;
 			// until then, wait on (the others' word comes with the same
-			// release), up to the pause.
+			// release), for handGrace at most: after that, the others
+			// will not hand it (their queues differ), and an attempt
+			// sorts it out (its rollback registers again, and the first
+			// queued gets the key on every master it frees).
 			l, partial := h.take(cfg)
 			if l != nil {
 				r.handed(ctx, h, l, cfg)
 				return l, true, nil
 			}
 			if partial {
+				if !graced {
+					graced = true
+					t.Reset(handGrace)
+				}
 				continue
 			}
 		case <-r.closing:
@@ -344,6 +362,10 @@ func (r *Redlock) handed(ctx context.Context, h *handoff, l *Lock, cfg *config) 
 	}
 	r.attempted(ctx, nil, l.key, cfg, h.regStart, l, nil)
 }
+
+// handGrace is how long a call that some masters handed the key to waits
+// for a quorum of them before it makes an attempt.
+const handGrace = 5 * time.Millisecond
 
 // unhand takes the call h, which gave up, off the key's queues on every
 // master, and releases the key where it was handed to it, in the

@@ -47,8 +47,9 @@ type wakeups struct {
 	handMu sync.Mutex           // guards handed
 	handed map[string]time.Time // keys whose release by this Redlock woke another, until when it yields
 
-	handsMu sync.Mutex          // guards hands
-	hands   map[string]*handoff // this Redlock's Lock calls waiting for hand-offs, by hand-off value
+	handsMu  sync.Mutex          // guards hands and standing
+	hands    map[string]*handoff // this Redlock's Lock calls waiting for hand-offs, by hand-off value
+	standing map[string]*handoff // registrations Unlocks left queued, by key (see stay)
 }
 
 // subscriber is a Node that can deliver wake-ups: NewNode's.
@@ -197,6 +198,11 @@ func (w *wakeups) close() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.started = true // none after Close
+	w.handsMu.Lock()
+	for _, h := range w.standing {
+		w.dropLocked(h, false) // the queues forget them: nobody listens
+	}
+	w.handsMu.Unlock()
 	for _, ps := range w.subs {
 		if ps != nil {
 			_ = ps.Close()

@@ -1,121 +1,65 @@
--- release: delete KEYS[1] only while it still holds this holder's value
--- ARGV[1] (or the calling Lock call's hand-off value ARGV[4]), then hand the
--- key on to a waiting Redlock (see below).
+-- release: delete KEYS[1] while it holds this holder's value ARGV[1] (or a
+-- hand-off to the releasing Lock call, below), then hand the key on to the
+-- first call waiting for it.
+--
+-- The master reads this script's bytes on every call (it goes with EVAL,
+-- see node.go): the code is kept short, its names too, and the comments
+-- (stripped before sending) say what they are.
 --
 -- An owned lock's key (a hash, see hold.lua) is not ours: GET's WRONGTYPE
 -- error is a refusal. Any other error (an ACL refusal) stays an error.
-local v = redis.pcall('GET', KEYS[1])
-if type(v) == 'table' and v.err and not string.find(v.err, 'WRONGTYPE', 1, true) then
+local k, q, P = KEYS[1], KEYS[2], redis.pcall
+local v = P('GET', k)
+if type(v) == 'table' and v.err and not v.err:find('WRONGTYPE', 1, true) then
   return v
 end
--- A Lock call that waits for a hand-off (ARGV[4] its hand-off value, not
--- '') also deletes the key where it was handed to it: the key then holds
--- hand .. '#' .. reg, reg the registration it was handed under. A new
--- registration (ARGV[5] not '0') deletes only those under earlier ones, so
--- that a registration that lands late or twice never deletes a hand-off
--- made under a later one, which the call may count as held.
-local hand, reg = ARGV[4] or '', tonumber(ARGV[5] or '0') or 0
-local mine = v == ARGV[1]
-if not mine and hand ~= '' and type(v) == 'string' and string.sub(v, 1, #hand + 1) == hand .. '#' then
-  local j = tonumber(string.sub(v, #hand + 2))
-  mine = j ~= nil and (reg == 0 or j < reg)
-end
-local n = 0
-if mine then
-  n = redis.call('DEL', KEYS[1])
-end
--- Wake-ups and hand-offs (wake.go). KEYS[2] is the key's queue of waiting
--- Lock calls, a sorted set by their place (the time the call started, so
--- that every master keeps them in the same order). ARGV[2] is the releasing
--- Redlock's channel ('' when it has none), ARGV[3] the place of the Lock
--- call releasing ('0': none).
+-- q: the key's queue of waiting Lock calls, a sorted set by place (the
+-- time the call started, so that every master keeps them in the same
+-- order). ch: the releasing Redlock's channel ('' when it has none). pl:
+-- the place to queue it at ('0': it does not queue).
 --
--- A call that waits for a wake-up queues as its Redlock's channel, one entry
--- per Redlock (fenced and owned locks). A call that waits for the key to be
--- handed to it queues as 'channel|hand|ttl|reg': told, the master sets the
--- key to the call's value ARGV[4] and reg for its TTL ARGV[6] in this same
--- script, so the call holds it without another request. reg (ARGV[5]) numbers the
--- call's registrations: the hand-off tells it which one the key was handed
--- under, and the call measures the lock's validity from the moment it sent
--- that one (it reached this master before the key was set).
---
--- pcall: a user without the queue or publish commands gets no wake-ups,
--- never an error. Returns 1 when the key was deleted, plus 2 when a waiting
--- call was told (woken or handed the key).
-local ch, place = ARGV[2] or '', ARGV[3] or '0'
-local requeue = place ~= '0' and (hand == '' or reg ~= 0)
+-- A call that waits for a wake-up (fenced and owned locks) queues as its
+-- Redlock's channel, one entry per Redlock: this release takes it off and,
+-- with a place, queues it again after the wake-up below. A call that
+-- waits for the key to be handed to it (plain locks) queues as
+-- 'channel|hand|ttl|reg' (handoff.lua): told, the master sets the key to
+-- hand#reg for ttl in this same script, so the call holds it without
+-- another request.
+local ch, pl, n, woke = ARGV[2], ARGV[3], 0, 0
+if v == ARGV[1] then
+  n = redis.call('DEL', k)
+end
 if ch ~= '' then
-  if hand == '' then
-    redis.pcall('ZREM', KEYS[2], ch)
-  elseif place ~= '0' then
-    -- This call's registrations (all at its place).
-    local mine = redis.pcall('ZRANGEBYSCORE', KEYS[2], place, place)
-    local prefix = ch .. '|' .. hand .. '|'
-    if type(mine) == 'table' then
-      for _, m in ipairs(mine) do
-        if string.sub(m, 1, #prefix) == prefix then
-          redis.pcall('ZREM', KEYS[2], m)
-        end
-      end
-    end
-  end
-  if requeue and hand ~= '' then
-    -- Queued before the hand-off below, so that a call that is first gets
-    -- the key it just freed back under its new registration.
-    redis.pcall('ZADD', KEYS[2], place, ch .. '|' .. hand .. '|' .. ARGV[6] .. '|' .. ARGV[5])
-    redis.pcall('PEXPIRE', KEYS[2], 60000)
-  end
+  P('ZREM', q, ch)
 end
-local woke = 0
--- A call that queues for a hand-off while the key is free (its holder
--- released it after the call's attempt was refused) would wait for a
--- release that does not come: the key is handed at once, as if freed now.
-if n == 1 or (v == false and requeue and hand ~= '') then
-  -- The first call queued, skipping the releasing Redlock's other calls
-  -- (it wakes its own goroutines itself), unless this release queued a
-  -- hand-off. One that nobody listens for any more (its process died) is
-  -- dropped, and the next is told.
-  local q = redis.pcall('ZRANGE', KEYS[2], 0, 15)
-  local tried = 0
-  if type(q) ~= 'table' then
-    q = {}
-  end
-  for _, m in ipairs(q) do
-    if tried == 8 then
-      break
-    end
-    local c, h, ttl, r = string.match(m, '^([^|]*)|([^|]+)|(%d+)|(%d+)$')
-    if not c then
-      c = m
-    end
-    if c ~= ch or (requeue and hand ~= '') then
-      tried = tried + 1
-      local msg = 'w' .. KEYS[1]
-      local set = true
+-- The first call queued is told, skipping the releasing Redlock's (it
+-- wakes its own goroutines itself). One that nobody listens for any more
+-- (its process died) is dropped, and the next told.
+if n == 1 then
+  for _, m in ipairs(P('ZRANGE', q, 0, 7)) do
+    local c, h, t, r = m:match('^([^|]*)|([^|]+)|(%d+)|(%d+)$')
+    c = c or m
+    if c ~= ch then
+      local msg, ok = 'w' .. k, true
       if h then
-        msg = 'h' .. h .. '|' .. r .. '|' .. KEYS[1]
-        set = redis.pcall('SET', KEYS[1], h .. '#' .. r, 'PX', ttl)
-        set = type(set) == 'table' and set.ok == 'OK'
+        msg = 'h' .. h .. '|' .. r .. '|' .. k
+        ok = P('SET', k, h .. '#' .. r, 'PX', t).ok == 'OK'
       end
-      if set then
-        local got = redis.pcall('PUBLISH', c, msg)
-        if type(got) == 'number' and got > 0 then
-          if h then
-            redis.pcall('ZREM', KEYS[2], m)
-          end
-          woke = 2
-          break
-        end
-        if h then
-          redis.call('DEL', KEYS[1])
-        end
+      ok = ok and (tonumber(P('PUBLISH', c, msg)) or 0) > 0
+      if h or not ok then
+        P('ZREM', q, m)
       end
-      redis.pcall('ZREM', KEYS[2], m)
+      if ok then
+        woke = 2
+        break
+      elseif h then
+        P('DEL', k)
+      end
     end
   end
 end
-if requeue and hand == '' then
-  redis.pcall('ZADD', KEYS[2], place, ch)
-  redis.pcall('PEXPIRE', KEYS[2], 60000)
+if pl ~= '0' then
+  P('ZADD', q, pl, ch)
+  P('PEXPIRE', q, 60000)
 end
 return n + woke

@@ -1,0 +1,87 @@
+-- handoff: release.lua for a Lock call that waits, or waited, for the key
+-- to be handed to it (handoff.go): delete KEYS[1] while it holds the
+-- call's value ARGV[1] or a hand-off to the call, take the call's
+-- registrations off the queue, queue it again when asked, and hand the key
+-- on to the first call waiting for it, as release.lua does.
+--
+-- The master reads this script's bytes on every call (it goes with EVAL,
+-- see node.go): the code is kept short, its names too, and the comments
+-- (stripped before sending) say what they are.
+--
+-- An owned lock's key (a hash, see hold.lua) is not ours: GET's WRONGTYPE
+-- error is a refusal. Any other error (an ACL refusal) stays an error.
+local k, q, P = KEYS[1], KEYS[2], redis.pcall
+local v = P('GET', k)
+if type(v) == 'table' and v.err and not v.err:find('WRONGTYPE', 1, true) then
+  return v
+end
+-- q: the key's queue of waiting Lock calls (see release.lua). ch: the
+-- releasing Redlock's channel, pl: the place to queue the call at ('0': it
+-- does not queue again), hd: the call's hand-off value. The call queues as
+-- 'ch|hd|ttl|rg': told, the master sets the key to hd#rg for ttl in this
+-- same script, so the call holds it without another request. rg numbers
+-- the call's registrations; the call counts the lock's validity from the
+-- moment it sent registration rg (it reached this master before the key
+-- was set).
+--
+-- The call's releases (rollbacks, Unlock, give-up) also delete hand-offs
+-- to it; a registration (rg not 0) only those under earlier ones, so that
+-- one that lands late or twice never deletes a hand-off the call may
+-- count. They take its earlier registrations off the queue; with rg not 0
+-- and a place, it queues again: before the hand-off below (so that a call
+-- that is first gets back the key it freed), or with ARGV[7] '1' (an
+-- Unlock: bh) only behind the call the key was handed to, when it was.
+local ch, pl, hd, ttl, rg = ARGV[2], ARGV[3], ARGV[4], ARGV[6], tonumber(ARGV[5])
+local n, me = 0, ch .. '|' .. hd .. '|'
+if v == ARGV[1] or type(v) == 'string' and v:sub(1, #hd + 1) == hd .. '#'
+    and (rg == 0 or (tonumber(v:sub(#hd + 2)) or rg) < rg) then
+  n = redis.call('DEL', k)
+end
+local rq = pl ~= '0' and rg ~= 0
+local bh = rq and ARGV[7] == '1'
+for _, m in ipairs(P('ZRANGE', q, 0, -1)) do
+  if m:sub(1, #me) == me then
+    P('ZREM', q, m)
+  end
+end
+me = me .. ttl .. '|' .. rg
+-- again: this call queued before the hand-off, and may get the key back.
+-- Else the releasing Redlock's calls are skipped, as in release.lua.
+local again, woke = rq and not bh, 0
+if again then
+  P('ZADD', q, pl, me)
+end
+-- A call that queues while the key is free (its holder released it after
+-- the call's attempt was refused) would wait for a release that does not
+-- come: the key is handed at once, as if freed now. The rest is
+-- release.lua's hand-off.
+if n == 1 or v == false and again then
+  for _, m in ipairs(P('ZRANGE', q, 0, 7)) do
+    local c, h, t, r = m:match('^([^|]*)|([^|]+)|(%d+)|(%d+)$')
+    c = c or m
+    if c ~= ch or again then
+      local msg, ok = 'w' .. k, true
+      if h then
+        msg = 'h' .. h .. '|' .. r .. '|' .. k
+        ok = P('SET', k, h .. '#' .. r, 'PX', t).ok == 'OK'
+      end
+      ok = ok and (tonumber(P('PUBLISH', c, msg)) or 0) > 0
+      if h or not ok then
+        P('ZREM', q, m)
+      end
+      if ok then
+        woke = 2
+        break
+      elseif h then
+        P('DEL', k)
+      end
+    end
+  end
+end
+if bh and woke == 2 then
+  P('ZADD', q, pl, me)
+end
+if rq then
+  P('PEXPIRE', q, 60000)
+end
+return n + woke
