@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock/redlock"
+	"github.com/redlock/redlock/internal/faultproxy"
 )
 
 // BenchmarkHandOff is contenders taking turns on one key over 5 masters,
@@ -37,6 +38,33 @@ func BenchmarkHandOff(b *testing.B) {
 			libs := make([]*redlockLib, c.redlocks)
 			for i := range libs {
 				libs[i] = newRedlock(b, countSets(newClients(b, addrs(5))))
+			}
+			handOff(b, libs, c.goroutines)
+		})
+	}
+}
+
+// BenchmarkHandOffLAN is BenchmarkHandOff's 8-contender cases with every
+// master behind internal/faultproxy adding 250 µs to each round trip, as a
+// LAN would: there the hand-off's cost is its round trips, where on
+// loopback it is the CPU of the socket calls (this machine runs the
+// masters, the contenders and the proxies on the same cores).
+func BenchmarkHandOffLAN(b *testing.B) {
+	for _, c := range []struct{ redlocks, goroutines int }{{1, 8}, {8, 1}} {
+		b.Run(fmt.Sprintf("redlocks=%d/goroutines=%d/nodes=5/rtt=250us", c.redlocks, c.goroutines), func(b *testing.B) {
+			proxied := make([]string, 5)
+			for i, a := range addrs(5) {
+				p, err := faultproxy.New(a)
+				if err != nil {
+					b.Fatal(err)
+				}
+				p.SetLatency(250 * time.Microsecond)
+				b.Cleanup(func() { p.Close() }) // after the Redlocks' Close
+				proxied[i] = p.Addr()
+			}
+			libs := make([]*redlockLib, c.redlocks)
+			for i := range libs {
+				libs[i] = newRedlock(b, countSets(newClients(b, proxied)))
 			}
 			handOff(b, libs, c.goroutines)
 		})
