@@ -249,59 +249,65 @@ func TestHandOffRegistrationOrder(t *testing.T) {
 	}
 }
 
-// TestHandOffLoop: two Redlocks (two processes) that each lock the key
-// again as soon as they unlock it take turns with one request per master
-// and section, the release: the Unlock that hands the key over queues its
-// Redlock behind the next holder, and its next Lock takes that place over
-// instead of registering again (or trying).
-func TestHandOffLoop(t *testing.T) {
+// TestHandOffRelock: a Redlock whose Unlock handed the key to another
+// (as another process) and that locks the key again at once waits its turn
+// without a request of its own: the Unlock queued it behind the new holder,
+// its Lock takes that place over, and the new holder's release hands it the
+// key. Before, its Lock queued it again (a request per master), or tried.
+func TestHandOffRelock(t *testing.T) {
 	ctx := context.Background()
-	key := testKey(t)
+	admin := clients(t, masters.Addrs())
 	sets, evals := &sentCounter{name: "set"}, &sentCounter{name: "eval"}
-	var rs []*Redlock
-	for range 2 {
-		cs := clients(t, masters.Addrs())
-		for _, c := range cs {
-			c.AddHook(sets)
-			c.AddHook(evals)
-		}
-		rs = append(rs, newRedlock(t, nodesOf(t, cs)))
+	acs := clients(t, masters.Addrs())
+	for _, c := range acs {
+		c.AddHook(sets)
+		c.AddHook(evals)
 	}
-	const warm, sections = 50, 200
-	var done atomic.Int64
-	var sets0, evals0 atomic.Int64
-	errs := make(chan error, 2)
-	for _, r := range rs {
-		go func() {
-			for done.Load() < warm+sections {
-				l, err := r.Lock(ctx, key)
-				if err != nil {
-					errs <- err
-					return
-				}
-				if done.Add(1) == warm {
-					sets0.Store(sets.n.Load())
-					evals0.Store(evals.n.Load())
-				}
-				if err := l.Unlock(ctx); err != nil {
-					errs <- err
-					return
-				}
-			}
-			errs <- nil
-		}()
+	// Long backoffs: any request a's Lock sends is one of the protocol's.
+	a := newRedlock(t, nodesOf(t, acs), WithBackoff(10*time.Second, 10*time.Second))
+	b := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
+	key := testKey(t)
+	// a waits once, so that its lock comes from a call that queued.
+	first := mustLock(t, b, key)
+	settle(b)
+	gotA := lockAsync(t, ctx, a, key)
+	waitRegistered(t, admin, key, 1)
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
 	}
-	for range rs {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
+	oa := <-gotA
+	if oa.err != nil {
+		t.Fatal(oa.err)
 	}
-	n := float64(len(masters.Addrs()) * sections)
-	perSet := float64(sets.n.Load()-sets0.Load()) / n
-	perEval := float64(evals.n.Load()-evals0.Load()) / n
-	t.Logf("per master and section: %.2f SET, %.2f EVAL", perSet, perEval)
-	if perSet > 0.1 || perEval > 1.2 {
-		t.Errorf("per master and section: %.2f SET and %.2f EVAL, want about 0 and 1 (the release alone)", perSet, perEval)
+	gotB := lockAsync(t, ctx, b, key)
+	waitRegistered(t, admin, key, 1)
+	if err := oa.l.Unlock(ctx); err != nil { // hands to b, queues a behind it
+		t.Fatal(err)
+	}
+	// Counted from here, as a's Lock starts at once: the Unlock's releases
+	// to the masters beyond its quorum may still go out.
+	set0, eval0 := sets.n.Load(), evals.n.Load()
+	gotA = lockAsync(t, ctx, a, key)
+	ob := <-gotB
+	if ob.err != nil {
+		t.Fatal(ob.err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := ob.l.Unlock(ctx); err != nil { // hands to a
+		t.Fatal(err)
+	}
+	oa = <-gotA
+	if oa.err != nil {
+		t.Fatal(oa.err)
+	}
+	defer oa.l.Unlock(ctx)
+	settle(b) // b's release reached every master
+	stragglers := int64(len(admin) - a.Quorum())
+	if n, m := sets.n.Load()-set0, evals.n.Load()-eval0; n != 0 || m > stragglers {
+		t.Errorf("a's Lock sent %d SET and %d EVAL while it waited its turn, want none (the EVALs of its Unlock to %d masters aside)", n, m, stragglers)
+	}
+	if n := count(holders(t, admin, key), oa.l.Value()); n != len(admin) {
+		t.Errorf("%d of %d masters hold a's value", n, len(admin))
 	}
 }
 

@@ -330,13 +330,11 @@ func (r *Redlock) await(ctx context.Context, w *waiter, h *handoff, cfg *config,
 				r.handed(ctx, h, l, cfg)
 				return l, true, nil
 			}
-			if partial {
-				if !graced {
-					graced = true
-					t.Reset(handGrace)
-				}
-				continue
+			if partial && !graced {
+				graced = true
+				t.Reset(handGrace)
 			}
+			continue // a notice of an earlier registration's, or too few
 		case <-r.closing:
 		case <-ctx.Done():
 			return nil, false, joinCtx(ErrNotObtained, ctx.Err())
