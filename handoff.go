@@ -49,6 +49,7 @@ type handoff struct {
 	count       int
 	done        bool  // the call ended: later hand-offs are released
 	held        *Lock // the lock the call took by hand-off, if it did
+	retry       bool  // the call should try now rather than wait (see poke)
 	// stale withdraws a registration that an Unlock left behind the next
 	// call (see [wakeups.stay]) when no Lock call took it over in time.
 	stale *time.Timer
@@ -240,25 +241,69 @@ func (w *wakeups) stay(h *handoff, place int64, deadline time.Time) uint64 {
 // key on too few masters. Else it is withdrawn unless a call takes it over
 // within standWindow: it may be handed the key meanwhile, which then waits
 // for that call.
-func (w *wakeups) stayed(h *handoff, told int) {
+//
+// reg is the registration stay returned: a later Unlock may have made h
+// stay again meanwhile (another goroutine took it over, held the key and
+// unlocked it), and this call then concerns a registration gone.
+func (w *wakeups) stayed(h *handoff, reg uint64, told int) {
 	w.handsMu.Lock()
 	defer w.handsMu.Unlock()
+	if h.current() != reg {
+		return
+	}
 	if w.standing[h.key] != h {
-		return // taken over already
+		// Taken over already: if too few masters queued it, the call that
+		// took it over would wait for hand-offs that cannot come.
+		if told < w.r.quorum {
+			h.poke()
+		}
+		return
 	}
 	if told < w.r.quorum {
 		// Where it was queued, it is taken off; where the Unlock was not
 		// answered yet and it was, it is released if ever handed the key.
-		w.dropLocked(h, told > 0 && !w.r.closed.Load())
+		w.dropLocked(h, told > 0)
 		return
 	}
-	h.stale = time.AfterFunc(standWindow, func() {
+	t := new(*time.Timer)
+	*t = time.AfterFunc(standWindow, func() {
 		w.handsMu.Lock()
 		defer w.handsMu.Unlock()
-		if w.standing[h.key] == h {
-			w.dropLocked(h, !w.r.closed.Load())
+		// Not taken over, and still this registration: a timer that
+		// adopt could not stop any more must not drop a later one.
+		if w.standing[h.key] == h && h.stale == *t && h.current() == reg {
+			w.dropLocked(h, true)
 		}
 	})
+	h.stale = *t
+}
+
+// current returns h's latest registration.
+func (h *handoff) current() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.reg
+}
+
+// poke makes the call waiting on h try at once (its rollback registers it
+// again): hand-offs under its registration may never come.
+func (h *handoff) poke() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.retry = true
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// retried reports, once, that the call should try at once (see poke).
+func (h *handoff) retried() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.retry
+	h.retry = false
+	return r
 }
 
 // dropLocked withdraws h, a registration no call took over, and takes it
@@ -269,6 +314,7 @@ func (w *wakeups) dropLocked(h *handoff, unqueue bool) {
 	delete(w.hands, h.value)
 	if h.stale != nil {
 		h.stale.Stop()
+		h.stale = nil
 	}
 	h.mu.Lock()
 	h.done = true
@@ -298,6 +344,7 @@ func (w *wakeups) adopt(key string, cfg *config) *handoff {
 	delete(w.standing, key)
 	if h.stale != nil {
 		h.stale.Stop()
+		h.stale = nil
 	}
 	return h
 }
@@ -306,4 +353,21 @@ func (w *wakeups) adopt(key string, cfg *config) *handoff {
 func (w *wakeups) nodeTimeout() time.Duration {
 	cfg, _ := w.r.cfg.resolved() // New checked it
 	return cfg.nodeTimeout
+}
+
+// resubscribed is told that a master's subscription was made again (after
+// its connection broke): hand-offs published meanwhile were lost, and the
+// calls they were for hold the key there without knowing. Each waiting call
+// tries at once: its rollback gives the key back and queues it again.
+func (w *wakeups) resubscribed() {
+	w.handsMu.Lock()
+	defer w.handsMu.Unlock()
+	for _, h := range w.hands {
+		h.mu.Lock()
+		waiting := h.held == nil && !h.done
+		h.mu.Unlock()
+		if waiting {
+			h.poke()
+		}
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock/redlock/internal/faultproxy"
 )
 
 // sentCounter counts the commands of a name that go-redis clients send,
@@ -139,8 +141,7 @@ func TestHandOffGhost(t *testing.T) {
 	ghost := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
 	waiter := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
 	ghost.wake.start(ctx, "", time.Second) // subscribed, as after a wait
-	channel, listening := ghost.wake.name()
-	if !listening {
+	if _, listening := ghost.wake.name(); !listening {
 		t.Fatal("the ghost's Redlock does not listen")
 	}
 	key := testKey(t)
@@ -148,9 +149,9 @@ func TestHandOffGhost(t *testing.T) {
 	settle(holder) // on every master, not only a quorum
 	got := lockAsync(t, ctx, waiter, key)
 	waitRegistered(t, admin, key, 1)
-	for _, c := range admin {
+	for i, c := range admin {
 		// First in the queue: a call of the ghost's that left no trace.
-		if err := c.ZAdd(ctx, WaitKey(key), redis.Z{Score: 1, Member: channel + "|gone|60000|1"}).Err(); err != nil {
+		if err := c.ZAdd(ctx, WaitKey(key), redis.Z{Score: 1, Member: ghost.wake.chans[i] + "|gone|60000|1"}).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -247,6 +248,21 @@ func TestHandOffRegistrationOrder(t *testing.T) {
 		}
 		c.Del(ctx, key, WaitKey(key))
 	}
+	// A registration that lands after a later one of its call (late, or
+	// sent twice) neither takes the later one off the queue nor queues.
+	later := "chan|H|60000|3"
+	if err := c.ZAdd(ctx, WaitKey(key), redis.Z{Score: 7, Member: later}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	q := &Request{Op: OpRelease, Key: key, Value: "attempt", Waiter: "chan", Place: 7, Hand: "H", Reg: 2, TTL: time.Minute}
+	n.Exec(ctx, []*Request{q})
+	if q.Err != nil {
+		t.Fatal(q.Err)
+	}
+	if got, _ := c.ZRange(ctx, WaitKey(key), 0, -1).Result(); len(got) != 1 || got[0] != later {
+		t.Errorf("after a late registration 2, the queue holds %q, want only registration 3's %q", got, later)
+	}
+	c.Del(ctx, key, WaitKey(key))
 }
 
 // TestHandOffRelock: a Redlock whose Unlock handed the key to another
@@ -360,5 +376,232 @@ func TestHandOffLeftBehind(t *testing.T) {
 		_ = oc.l.Unlock(ctx)
 	case <-time.After(5 * time.Second):
 		t.Fatal("c did not get the key within 5s: a's place behind b was kept")
+	}
+}
+
+// TestHandOffWithdrawWakesOwn: a place an Unlock left behind the next
+// holder is handed the key, nobody takes it over, and its withdrawal gives
+// the key back: a goroutine of the same Redlock that waits (with another
+// TTL, so it could not take the place over) gets it then, not after its
+// backoff. (Found by review: the withdrawal skipped its own Redlock's
+// calls and woke none.)
+func TestHandOffWithdrawWakesOwn(t *testing.T) {
+	ctx := context.Background()
+	admin := clients(t, masters.Addrs())
+	rx := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
+	rp := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
+	key := testKey(t)
+	// rp holds; rx's call G1 waits and is handed the key: L1.h != nil.
+	lp := mustLock(t, rp, key)
+	settle(rp)
+	g1 := lockAsync(t, ctx, rx, key)
+	waitRegistered(t, admin, key, 1)
+	if err := lp.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o1 := <-g1
+	if o1.err != nil {
+		t.Fatal(o1.err)
+	}
+	if o1.l.h == nil {
+		t.Fatal("G1 not by hand")
+	}
+	settle(rp)
+	// rp's call C waits.
+	c := lockAsync(t, ctx, rp, key)
+	waitRegistered(t, admin, key, 1)
+	// G1 unlocks: hands to C, stays behind it.
+	if err := o1.l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	oc := <-c
+	if oc.err != nil {
+		t.Fatal(oc.err)
+	}
+	settle(rx)
+	// G3 of rx, another TTL (cannot adopt), waits behind the standing place.
+	g3 := lockAsync(t, ctx, rx, key, WithTTL(20*time.Second))
+	waitRegistered(t, admin, key, 2)
+	released := time.Now()
+	if err := oc.l.Unlock(ctx); err != nil { // hands to rx's standing place
+		t.Fatal(err)
+	}
+	rp.Close() // the other process is done: it exits
+	select {
+	case o := <-g3:
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+		t.Logf("G3 got the key %v after the release", o.at.Sub(released))
+		_ = o.l.Unlock(ctx)
+	case <-time.After(3 * time.Second):
+		for _, c := range admin {
+			v, _ := c.Get(ctx, key).Result()
+			q, _ := c.ZRangeWithScores(ctx, WaitKey(key), 0, -1).Result()
+			t.Logf("master: %q queue %v", v, q)
+		}
+		t.Fatal("G3 of the same Redlock still waits 3s after the key was freed (its backoff)")
+	}
+}
+
+// TestHandOffSameServer: nodes that are databases of one redis-server (New
+// accepts them: their names differ by /DB). Pub/sub ignores the database,
+// so a hand-off published on one reaches the subscriptions of all three: it
+// must count once, not as a quorum while another holder still has the key
+// on two of them. (Found by review.)
+func TestHandOffSameServer(t *testing.T) {
+	ctx := context.Background()
+	addr := masters.Addrs()[0]
+	var cs []*redis.Client
+	for db := 5; db < 8; db++ {
+		c := redis.NewClient(&redis.Options{Addr: addr, DB: db, MaxRetries: -1, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { c.Close() })
+		cs = append(cs, c)
+	}
+	w := newRedlock(t, nodesOf(t, cs), WithBackoff(10*time.Second, 10*time.Second))
+	key := testKey(t)
+	for _, c := range cs {
+		c.Set(ctx, key, "other", time.Minute)
+	}
+	got := lockAsync(t, ctx, w, key)
+	waitRegistered(t, cs, key, 1)
+	// The other holder's release frees DB 5 only (say its Unlock reached
+	// one master so far; DBs 6 and 7 still hold its value).
+	if err := cs[0].Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// any release script run on DB 5 hands the key there: use a release of
+	// a value nobody holds after setting it.
+	cs[0].Set(ctx, key, "x", time.Minute)
+	n := NewNode(cs[0])
+	q := &Request{Op: OpRelease, Key: key, Value: "x"}
+	n.Exec(ctx, []*Request{q})
+	select {
+	case o := <-got:
+		if o.err == nil {
+			var vs []string
+			for _, c := range cs {
+				v, _ := c.Get(ctx, key).Result()
+				vs = append(vs, v)
+			}
+			t.Fatalf("waiter holds the lock (value %q) while the DBs hold %q", o.l.Value(), vs)
+		}
+	case <-time.After(time.Second):
+		t.Log("no lock taken (ok)")
+	}
+}
+
+// TestHandOffCloseGivesBack: a Redlock closes while a place its last Unlock
+// left behind the next holder has been handed the key: Close gives the key
+// back, so that another takes it at once rather than after the TTL.
+// (Found by review.)
+func TestHandOffCloseGivesBack(t *testing.T) {
+	ctx := context.Background()
+	admin := clients(t, masters.Addrs())
+	rx := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
+	rp := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
+	key := testKey(t)
+	lp := mustLock(t, rp, key)
+	settle(rp)
+	g1 := lockAsync(t, ctx, rx, key)
+	waitRegistered(t, admin, key, 1)
+	if err := lp.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o1 := <-g1
+	if o1.err != nil || o1.l.h == nil {
+		t.Fatal("G1 not by hand", o1.err)
+	}
+	settle(rp)
+	c := lockAsync(t, ctx, rp, key)
+	waitRegistered(t, admin, key, 1)
+	if err := o1.l.Unlock(ctx); err != nil { // hands to C, rx stands behind
+		t.Fatal(err)
+	}
+	oc := <-c
+	if oc.err != nil {
+		t.Fatal(oc.err)
+	}
+	if err := oc.l.Unlock(ctx); err != nil { // hands to rx's standing place
+		t.Fatal(err)
+	}
+	settle(rp)
+	rx.Close() // shutdown within the 10 ms window
+	start := time.Now()
+	lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	l, err := rp.Lock(lctx, key)
+	if err != nil {
+		for _, c := range admin {
+			v, _ := c.Get(ctx, key).Result()
+			ttl, _ := c.PTTL(ctx, key).Result()
+			t.Logf("master: %q pttl %v", v, ttl)
+		}
+		t.Fatalf("after rx closed, nobody holds the key but rp cannot take it for %v: %v", time.Since(start), err)
+	}
+	t.Logf("rp took it %v after rx closed", time.Since(start))
+	_ = l.Unlock(ctx)
+}
+
+// TestHandOffResubscribe: a waiter's connections to every master break
+// just before the holder releases, and stay broken until after: the
+// masters find nobody listening and drop it from the queue, the key is
+// free, and no release will come. Once go-redis subscribes again, the
+// waiter tries at once and takes the key, instead of after its backoff
+// (10 s here).
+func TestHandOffResubscribe(t *testing.T) {
+	ctx := context.Background()
+	admin := clients(t, masters.Addrs())
+	holder := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
+	proxied := make([]string, len(admin))
+	pxs := make([]*faultproxy.Proxy, len(admin))
+	for i, a := range masters.Addrs() {
+		px, err := faultproxy.New(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { px.Close() })
+		pxs[i], proxied[i] = px, px.Addr()
+	}
+	waiter := newRedlock(t, nodesOf(t, clients(t, proxied)), WithBackoff(10*time.Second, 10*time.Second))
+	key := testKey(t)
+	l := mustLock(t, holder, key)
+	settle(holder)
+	got := lockAsync(t, ctx, waiter, key)
+	waitRegistered(t, admin, key, 1)
+	for _, px := range pxs {
+		px.Reset()
+	}
+	// The masters see the subscriptions go.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		n, err := admin[0].PubSubNumSub(ctx, waiter.wake.chans[0]).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n[waiter.wake.chans[0]] == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the waiter's subscription is still there 5s after its connections were reset")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	settle(holder)
+	healed := time.Now()
+	for _, px := range pxs {
+		px.Heal()
+	}
+	select {
+	case o := <-got:
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+		t.Logf("the waiter took the key %v after its connections came back", o.at.Sub(healed))
+		_ = o.l.Unlock(ctx)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter did not take the free key within 5s of its connections coming back")
 	}
 }

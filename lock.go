@@ -22,7 +22,8 @@ type Lock struct {
 	// for them (see [handoff]): the release takes it off the queues and
 	// deletes the key where it was handed to the call after all, and an
 	// Unlock that hands the key on queues it behind (see [wakeups.stay]).
-	h *handoff
+	h       *handoff
+	stayReg uint64 // the registration its Unlock queued behind the next holder
 
 	// key and value boxed once for all the lock's requests (see Request.boxArgs)
 	boxedKey, boxedValue any
@@ -164,7 +165,7 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 	ctxErr := p.collect(ctx)
 	switch woke := p.woke(); {
 	case l.h != nil:
-		l.r.wake.stayed(l.h, woke)
+		l.r.wake.stayed(l.h, l.stayReg, woke)
 	case woke > 0:
 		l.r.wake.handedOff(l.key, l.cfg.maxBackoff)
 	}

@@ -73,6 +73,9 @@ func (r *Redlock) startPhase(ctx context.Context, deadline time.Time, collected 
 		for i := range n {
 			c := &p.calls[k*n+i]
 			c.Request, c.p, c.at = *q, p, k*n+i
+			if q.Waiter != "" && q.Waiter == r.wake.channel {
+				c.Waiter, c.waiter = r.wake.chans[i], r.wake.boxes[i] // see wakeups.chans
+			}
 		}
 	}
 	for i, l := range r.lanes {
@@ -369,6 +372,7 @@ func (l *Lock) releasing(ctx context.Context, unlock bool, place int64, h *hando
 		q.Hand, q.TTL, q.Behind = l.h.value, l.h.ttl, true
 		q.Place = time.Now().UnixMicro()
 		q.Reg = l.r.wake.stay(l.h, q.Place, deadline)
+		l.stayReg = q.Reg
 	case l.h != nil:
 		q.Hand = l.h.value
 	default:

@@ -330,6 +330,9 @@ func (r *Redlock) await(ctx context.Context, w *waiter, h *handoff, cfg *config,
 				r.handed(ctx, h, l, cfg)
 				return l, true, nil
 			}
+			if h.retried() {
+				return nil, true, nil // see poke
+			}
 			if partial && !graced {
 				graced = true
 				t.Reset(handGrace)
@@ -368,13 +371,20 @@ const handGrace = 5 * time.Millisecond
 // unhand takes the call h, which gave up, off the key's queues on every
 // master, and releases the key where it was handed to it, in the
 // background.
+//
+// Its release skips this Redlock's own waiting calls, as an Unlock's does:
+// they are woken here, to try.
 func (r *Redlock) unhand(h *handoff, nodeTimeout time.Duration) {
 	channel, _ := r.wake.name()
 	if channel == "" {
 		return
 	}
+	h.mu.Lock()
+	place := h.place
+	h.mu.Unlock()
 	r.startPhase(context.Background(), time.Now().Add(nodeTimeout), false,
-		Request{Op: OpRelease, Key: h.key, Hand: h.value, Waiter: channel, Place: h.place})
+		Request{Op: OpRelease, Key: h.key, Hand: h.value, Waiter: channel, Place: place})
+	r.waiters.wake(h.key)
 }
 
 // yield returns the channel to queue under when a Lock call on key should

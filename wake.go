@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,13 @@ import (
 type wakeups struct {
 	r       *Redlock
 	channel string // this Redlock's channel: "redlock:wake:" and a UUID
+	// chans[i] is the channel on master i: channel, "/" and i. Pub/sub
+	// ignores the database number, so nodes that are databases of one
+	// redis-server share their subscribers: with one name, a hand-off from
+	// one would reach the subscriptions of all and count as a quorum.
+	// boxes[i] is chans[i] boxed once, for the requests (see startPhase).
+	chans []string
+	boxes []any
 
 	mu      sync.Mutex // guards started, subs and err; held while subscribing
 	started bool
@@ -62,7 +70,13 @@ func (n *redisNode) subscribe(ctx context.Context, channel string) *redis.PubSub
 }
 
 func newWakeups(r *Redlock) *wakeups {
-	return &wakeups{r: r, channel: "redlock:wake:" + uuid.NewString()}
+	w := &wakeups{r: r, channel: "redlock:wake:" + uuid.NewString()}
+	w.chans, w.boxes = make([]string, len(r.nodes)), make([]any, len(r.nodes))
+	for i := range r.nodes {
+		w.chans[i] = w.channel + "/" + strconv.Itoa(i)
+		w.boxes[i] = w.chans[i]
+	}
+	return w
 }
 
 // name returns the channel that names this Redlock on the masters, and
@@ -100,7 +114,7 @@ func (w *wakeups) start(ctx context.Context, key string, timeout time.Duration) 
 		// Each master's dial, handshake and confirmation run at once: a slow
 		// master must not use up the others' time.
 		wg.Go(func() {
-			w.subs[i] = s.subscribe(sctx, w.channel)
+			w.subs[i] = s.subscribe(sctx, w.chans[i])
 			_, errs[i] = w.subs[i].Receive(sctx)
 		})
 	}
@@ -130,6 +144,7 @@ func (w *wakeups) start(ctx context.Context, key string, timeout time.Duration) 
 						w.message(m.Payload, i)
 					case *redis.Subscription:
 						w.live.Store(true) // a master that was down subscribed
+						w.resubscribed()
 					}
 				}
 			})
@@ -200,7 +215,7 @@ func (w *wakeups) close() {
 	w.started = true // none after Close
 	w.handsMu.Lock()
 	for _, h := range w.standing {
-		w.dropLocked(h, false) // the queues forget them: nobody listens
+		w.dropLocked(h, true) // and the key back, where it was handed
 	}
 	w.handsMu.Unlock()
 	for _, ps := range w.subs {

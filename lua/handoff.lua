@@ -39,12 +39,21 @@ if v == ARGV[1] or type(v) == 'string' and v:sub(1, #hd + 1) == hd .. '#'
 end
 local rq = pl ~= '0' and rg ~= 0
 local bh = rq and ARGV[7] == '1'
+-- Only registrations up to rg are taken off: one that lands late must not
+-- take off (and then hold the key for) a later one; it does not queue then.
+local newer = false
 for _, m in ipairs(P('ZRANGE', q, 0, -1)) do
   if m:sub(1, #me) == me then
-    P('ZREM', q, m)
+    if rg == 0 or (tonumber(m:match('(%d+)$')) or 0) <= rg then
+      P('ZREM', q, m)
+    else
+      newer = true
+    end
   end
 end
 me = me .. ttl .. '|' .. rg
+rq = rq and not newer
+bh = bh and not newer
 -- again: this call queued before the hand-off, and may get the key back.
 -- Else the releasing Redlock's calls are skipped, as in release.lua.
 local again, woke = rq and not bh, 0
