@@ -91,12 +91,13 @@ type Request struct {
 	// alone. Only OpAcquire and OpAcquireFenced (entering) read Owner's
 	// value; the others only need it set.
 	Owner string
-	// Waiter, on OpRelease, is the releasing Redlock's wake-up channel: the
-	// release takes it off Key's queue of waiting Redlocks ([WaitKey]) and,
-	// when Place is not 0, queues it again at Place (smaller first), so that
-	// a release of Key that frees it wakes the first one queued. Empty: no
-	// wake-ups. A Node that cannot deliver wake-ups may ignore Waiter and
-	// Place, and leave Woke false.
+	// Waiter, on OpRelease, is the releasing Redlock's wake-up channel on
+	// this master: the release takes it off Key's queue of waiting calls
+	// ([WaitKey]) and, when Place is not 0, queues it again at Place
+	// (smaller first), so that a release of Key that frees it wakes the
+	// first one queued (or hands it the key, see Hand). Empty: no wake-ups.
+	// A Node that cannot deliver wake-ups may ignore Waiter, Place, Hand,
+	// Reg and Behind, and leave Woke false.
 	Waiter string
 	Place  int64
 	// Hand, on OpRelease, is the hand-off value of the Lock call that sends
@@ -115,7 +116,7 @@ type Request struct {
 
 	OK    bool
 	Fence uint64 // OpAcquireFenced: the fence counter when OK
-	Woke  bool   // OpRelease: it freed the key and woke a waiting Redlock
+	Woke  bool   // OpRelease: it freed the key and woke a waiting call, or handed it the key
 	Err   error
 
 	// Key, Value and TTL in milliseconds as interface values, made once for
@@ -168,11 +169,12 @@ func FenceKey(key string) string { return key + fenceSuffix }
 
 const fenceSuffix = ":fence"
 
-// WaitKey is the name of the list, kept on each master next to key, of the
-// Redlocks waiting for key, each named by its wake-up channel: a release
-// that frees key wakes the first one still listening. It expires a minute
-// after the last Redlock queued. Lock and TryLock refuse keys that end in
-// ":waiters" with a [*ConfigError].
+// WaitKey is the name of the queue, kept on each master next to key, of the
+// Lock calls waiting for key, in the order they started: a release that
+// frees key hands it to the first one still listening (or wakes it, for
+// fenced and owned locks). It expires a minute after the last call queued.
+// Lock and TryLock refuse keys that end in ":waiters" with a
+// [*ConfigError].
 func WaitKey(key string) string { return key + waitSuffix }
 
 const waitSuffix = ":waiters"

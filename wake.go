@@ -13,27 +13,28 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// wakeups wakes this Redlock's goroutines waiting for a key held by another
-// process when that process releases it, instead of leaving them to sleep
-// their backoff.
+// wakeups brings this Redlock's goroutines waiting for a key held by
+// another process the key (a hand-off, see [handoff]) or a wake-up when
+// that process releases it, instead of leaving them to sleep their backoff.
 //
-// The Redlock has a channel of its own, subscribed on every master over one
+// The Redlock has a channel of its own on each master, subscribed over one
 // connection per master, opened when a goroutine first waits and closed by
-// Close. A Lock call that waits queues the channel on each master in the
-// key's list of waiting Redlocks ([WaitKey]): the rollback of its failed
-// attempt does it, in the same script, so it costs no request. A release
-// that frees the key pops the first channel of that list that someone still
-// listens on and publishes the key to it: each master wakes one waiting
-// Redlock per release, the one that queued first, so wake-ups do not
-// stampede however many processes wait. The woken Redlock wakes the head of
-// its local queue ([waiters]), which tries at once.
+// Close. A Lock call that waits queues on each master in the key's queue of
+// waiting calls ([WaitKey]): the rollback of its failed attempt does it, in
+// the same script, so it costs no request. A release that frees the key
+// takes the first entry of that queue that someone still listens on: a
+// plain lock's call is handed the key, a fenced or owned lock's Redlock is
+// woken (it wakes the head of its local queue, [waiters], which tries at
+// once). Each master tells one waiting call per release, the one that
+// queued first, so wake-ups do not stampede however many processes wait.
 //
 // Pub/sub delivers at most once, a master may be down, a subscription may
-// break (go-redis reconnects it): every waiter keeps its backoff timer, so a
-// lost wake-up costs at most one backoff. A master whose user may not
-// subscribe (ACL) gives no wake-ups; the release scripts call the list and
-// publish commands through pcall, so a user without them loses only the
-// wake-ups. Nodes other than [NewNode]'s give none.
+// break (go-redis reconnects it, and the waiting calls then try at once):
+// every waiter keeps its backoff timer, so a lost word costs at most one
+// backoff. A master whose user may not subscribe (ACL) gives no wake-ups;
+// the release scripts call the queue and publish commands through pcall,
+// so a user without them loses only the wake-ups. Nodes other than
+// [NewNode]'s give none.
 type wakeups struct {
 	r       *Redlock
 	channel string // this Redlock's channel: "redlock:wake:" and a UUID
