@@ -379,6 +379,36 @@ func TestHandOffLeftBehind(t *testing.T) {
 	}
 }
 
+// leftBehind has a call of x wait for key, held by y, and be handed it;
+// then a call of y wait, and x unlock: the key goes to y, and x's Unlock
+// leaves x's place behind y. It returns y's call's outcome.
+func leftBehind(t testing.TB, admin []*redis.Client, x, y *Redlock, key string) obtained {
+	t.Helper()
+	ctx := context.Background()
+	ly := mustLock(t, y, key)
+	settle(y)
+	gx := lockAsync(t, ctx, x, key)
+	waitRegistered(t, admin, key, 1)
+	if err := ly.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ox := <-gx
+	if ox.err != nil || ox.l.h == nil {
+		t.Fatalf("x's call was not handed the key: %v", ox.err)
+	}
+	settle(y)
+	gy := lockAsync(t, ctx, y, key)
+	waitRegistered(t, admin, key, 1)
+	if err := ox.l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	oy := <-gy
+	if oy.err != nil {
+		t.Fatal(oy.err)
+	}
+	return oy
+}
+
 // TestHandOffWithdrawWakesOwn: a place an Unlock left behind the next
 // holder is handed the key, nobody takes it over, and its withdrawal gives
 // the key back: a goroutine of the same Redlock that waits (with another
@@ -391,33 +421,7 @@ func TestHandOffWithdrawWakesOwn(t *testing.T) {
 	rx := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
 	rp := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
 	key := testKey(t)
-	// rp holds; rx's call G1 waits and is handed the key: L1.h != nil.
-	lp := mustLock(t, rp, key)
-	settle(rp)
-	g1 := lockAsync(t, ctx, rx, key)
-	waitRegistered(t, admin, key, 1)
-	if err := lp.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	o1 := <-g1
-	if o1.err != nil {
-		t.Fatal(o1.err)
-	}
-	if o1.l.h == nil {
-		t.Fatal("G1 not by hand")
-	}
-	settle(rp)
-	// rp's call C waits.
-	c := lockAsync(t, ctx, rp, key)
-	waitRegistered(t, admin, key, 1)
-	// G1 unlocks: hands to C, stays behind it.
-	if err := o1.l.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	oc := <-c
-	if oc.err != nil {
-		t.Fatal(oc.err)
-	}
+	oc := leftBehind(t, admin, rx, rp, key)
 	settle(rx)
 	// G3 of rx, another TTL (cannot adopt), waits behind the standing place.
 	g3 := lockAsync(t, ctx, rx, key, WithTTL(20*time.Second))
@@ -501,27 +505,7 @@ func TestHandOffCloseGivesBack(t *testing.T) {
 	rx := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
 	rp := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
 	key := testKey(t)
-	lp := mustLock(t, rp, key)
-	settle(rp)
-	g1 := lockAsync(t, ctx, rx, key)
-	waitRegistered(t, admin, key, 1)
-	if err := lp.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	o1 := <-g1
-	if o1.err != nil || o1.l.h == nil {
-		t.Fatal("G1 not by hand", o1.err)
-	}
-	settle(rp)
-	c := lockAsync(t, ctx, rp, key)
-	waitRegistered(t, admin, key, 1)
-	if err := o1.l.Unlock(ctx); err != nil { // hands to C, rx stands behind
-		t.Fatal(err)
-	}
-	oc := <-c
-	if oc.err != nil {
-		t.Fatal(oc.err)
-	}
+	oc := leftBehind(t, admin, rx, rp, key)
 	if err := oc.l.Unlock(ctx); err != nil { // hands to rx's standing place
 		t.Fatal(err)
 	}
