@@ -106,6 +106,7 @@ func TestHandOffDirect(t *testing.T) {
 	if d := o.at.Sub(released); d > 300*time.Millisecond {
 		t.Errorf("the waiter held the key %v after the release, want about a round trip", d)
 	}
+	settle(holder) // the release reached every master
 	if n := count(holders(t, admin, key), o.l.Value()); n != len(admin) {
 		t.Errorf("%d of %d masters hold the waiter's value, want all", n, len(admin))
 	}
@@ -212,6 +213,7 @@ func TestHandOffGiveUp(t *testing.T) {
 	if d := o.at.Sub(released); d > time.Second {
 		t.Errorf("the waiter got the key %v after the release", d)
 	}
+	settle(holder) // the release reached every master
 	if n := count(holders(t, admin, key), o.l.Value()); n != len(admin) {
 		t.Errorf("%d of %d masters hold the waiter's value", n, len(admin))
 	}
