@@ -200,7 +200,14 @@ type simStats struct {
 	requests     atomic.Int64
 	virtual      atomic.Int64 // virtual time simulated, ns
 	elapsed      time.Duration
-	base         uint64
+
+	// Wake-ups and hand-offs (see simWakeStats), summed over the runs.
+	wakeMu    sync.Mutex
+	wake      simWakeStats
+	handed    int64 // holders that took the lock by hand-off
+	delivered int64 // pub/sub messages delivered
+	lostMsgs  int64 // lost on the way
+	base      uint64
 
 	mu       sync.Mutex
 	examples []string // a few unsafe runs' first violation
@@ -213,6 +220,10 @@ func (st *simStats) report(t *testing.T) {
 		n, st.elapsed.Round(time.Millisecond), rate, float64(st.virtual.Load())/float64(st.elapsed), time.Duration(st.virtual.Load()).Round(time.Second),
 		st.holders.Load(), st.acquires.Load(), st.requests.Load())
 	t.Logf("%d holders took the lock as an owner, %d of them nested in a hold of theirs", st.owned.Load(), st.nested.Load())
+	st.wakeMu.Lock()
+	t.Logf("hand-offs: %d registrations, %d keys handed (%d to a registration that found the key free), %d holders took the lock by hand-off; %d Unlocks queued behind; %d wake-ups; %d entries dropped (nobody listened); %d hand-offs given back; pub/sub messages: %d delivered, %d lost",
+		st.wake.registrations, st.wake.handoffs, st.wake.freeHand, st.handed, st.wake.behind, st.wake.wakes, st.wake.dropped, st.wake.ghosts, st.delivered, st.lostMsgs)
+	st.wakeMu.Unlock()
 	t.Logf("%d schedules broke an assumption on purpose; %d of them were reported unsafe", st.unsafeRuns.Load(), st.unsafeCaught.Load())
 	for _, e := range st.examples {
 		t.Logf("  unsafe, as it may be: %s", e)
@@ -249,6 +260,12 @@ func simSweep(t *testing.T, base uint64, n int, soak time.Duration) *simStats {
 					st.acquires.Add(int64(res.acquires))
 					st.requests.Add(int64(res.requests))
 					st.virtual.Add(int64(res.virtual))
+					st.wakeMu.Lock()
+					st.wake.add(res.wake)
+					st.handed += int64(res.handed)
+					st.delivered += res.delivered
+					st.lostMsgs += res.lostMsgs
+					st.wakeMu.Unlock()
 					if s.unsafe() {
 						st.unsafeRuns.Add(1)
 					}
@@ -608,10 +625,15 @@ type simResult struct {
 	requests   int
 	virtual    time.Duration
 	trace      string
+	wake       simWakeStats // the masters' queues, summed
+	handed     int          // holders that took the lock by hand-off
+	delivered  int64        // pub/sub messages delivered
+	lostMsgs   int64        // and lost on the way
 }
 
 func (r *simResult) summary() string {
-	return fmt.Sprintf("  %d acquire calls, %d holders, %d requests, %v simulated", r.acquires, r.holders, r.requests, r.virtual.Round(time.Millisecond))
+	return fmt.Sprintf("  %d acquire calls, %d holders (%d by hand-off), %d requests, %v simulated\n  queues: %+v; messages delivered %d, lost %d",
+		r.acquires, r.holders, r.handed, r.requests, r.virtual.Round(time.Millisecond), r.wake, r.delivered, r.lostMsgs)
 }
 
 // runSchedule runs s in a bubble of its own.
@@ -683,6 +705,7 @@ type simHolder struct {
 	token          uint64
 	fenced, do     bool
 	nested         bool      // taken while the worker held the key already
+	byHand         bool      // handed to the call (its value is hand#reg)
 	started        time.Time // the acquire call began
 	acquired       time.Time // it returned
 	claims         []simClaim
@@ -761,12 +784,24 @@ func simulate(run *simRun, trace bool) (res simResult) {
 		res.virtual = time.Since(start)
 		if run.net != nil {
 			res.trace = run.net.trace.String()
+			res.delivered, res.lostMsgs = run.net.delivered.Load(), run.net.lost.Load()
+		}
+		for _, m := range run.masters {
+			m.mu.Lock()
+			res.wake.add(m.stats)
+			m.mu.Unlock()
+		}
+		for _, h := range run.holders {
+			if h.byHand {
+				res.handed++
+			}
 		}
 	}()
 	for i, c := range s.Clocks {
 		run.masters = append(run.masters, newSimMaster(i, start, c.Offset, c.Rate))
 	}
 	run.net = newSimNet(s.Net, run.masters, len(s.Clients)+1)
+	run.net.seed = s.Seed
 	if trace {
 		run.net.trace = &simTrace{start: start}
 	}
@@ -837,6 +872,7 @@ func simulate(run *simRun, trace bool) (res simResult) {
 		c.r.Close()
 	}
 	run.setStage("waiting for the requests in flight")
+	run.net.subsWG.Wait()
 	run.net.inflight.Wait()
 	for _, c := range clients {
 		for _, conn := range c.conns {
@@ -848,6 +884,7 @@ func simulate(run *simRun, trace bool) (res simResult) {
 	run.checkLeftovers()
 	run.setStage("taking every key with a fresh client")
 	run.checkFreeAtOnce()
+	run.net.subsWG.Wait()
 	run.net.inflight.Wait()
 	run.setStage("checking the history")
 	run.check()
@@ -1030,6 +1067,7 @@ func (w *simWorker) acquired(h *simHolder, l *Lock, err error, auto bool) {
 func (w *simWorker) took(h *simHolder, l *Lock, auto bool) *simHeld {
 	h.acquired = time.Now()
 	h.value, h.token = l.Value(), l.Fence()
+	h.byHand = l.h != nil && strings.Contains(h.value, "#")
 	if h.fenced && h.token == 0 {
 		w.run.violate("client %d: fenced lock %s acquired without a token", h.client, h.key)
 	}

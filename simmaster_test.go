@@ -1045,3 +1045,13 @@ func (m *simMaster) zrangeLockedCopy(wk string) []string {
 	defer m.mu.Unlock()
 	return m.zrangeLocked(wk, -1, m.clockLocked())
 }
+
+func (s *simWakeStats) add(o simWakeStats) {
+	s.registrations += o.registrations
+	s.handoffs += o.handoffs
+	s.wakes += o.wakes
+	s.dropped += o.dropped
+	s.behind += o.behind
+	s.freeHand += o.freeHand
+	s.ghosts += o.ghosts
+}
