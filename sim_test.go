@@ -202,12 +202,16 @@ type simStats struct {
 	elapsed      time.Duration
 
 	// Wake-ups and hand-offs (see simWakeStats), summed over the runs.
-	wakeMu    sync.Mutex
-	wake      simWakeStats
-	handed    int64 // holders that took the lock by hand-off
-	delivered int64 // pub/sub messages delivered
-	lostMsgs  int64 // lost on the way
-	base      uint64
+	wakeMu               sync.Mutex
+	wake                 simWakeStats
+	handed               int64 // holders that took the lock by hand-off
+	loops                int64
+	adoptable            int64
+	leftHanded, leftLost int64
+	leftSeeds            []uint64 // a few runs that left a handed key whose message came
+	delivered            int64    // pub/sub messages delivered
+	lostMsgs             int64    // lost on the way
+	base                 uint64
 
 	mu       sync.Mutex
 	examples []string // a few unsafe runs' first violation
@@ -223,6 +227,8 @@ func (st *simStats) report(t *testing.T) {
 	st.wakeMu.Lock()
 	t.Logf("hand-offs: %d registrations, %d keys handed (%d to a registration that found the key free), %d holders took the lock by hand-off; %d Unlocks queued behind; %d wake-ups; %d entries dropped (nobody listened); %d hand-offs given back; pub/sub messages: %d delivered, %d lost",
 		st.wake.registrations, st.wake.handoffs, st.wake.freeHand, st.handed, st.wake.behind, st.wake.wakes, st.wake.dropped, st.wake.ghosts, st.delivered, st.lostMsgs)
+	t.Logf("loops: %d Lock calls again at once after an Unlock, %d of them found a registration to take over; handed keys left at the end: %d whose message reached the Redlock (seeds %v), %d whose message was lost",
+		st.loops, st.adoptable, st.leftHanded, st.leftSeeds, st.leftLost)
 	st.wakeMu.Unlock()
 	t.Logf("%d schedules broke an assumption on purpose; %d of them were reported unsafe", st.unsafeRuns.Load(), st.unsafeCaught.Load())
 	for _, e := range st.examples {
@@ -263,6 +269,13 @@ func simSweep(t *testing.T, base uint64, n int, soak time.Duration) *simStats {
 					st.wakeMu.Lock()
 					st.wake.add(res.wake)
 					st.handed += int64(res.handed)
+					st.loops += int64(res.loops)
+					st.adoptable += int64(res.adoptable)
+					st.leftHanded += int64(res.leftHanded)
+					st.leftLost += int64(res.leftLost)
+					if res.leftHanded > 0 && len(st.leftSeeds) < 5 {
+						st.leftSeeds = append(st.leftSeeds, seed)
+					}
 					st.delivered += res.delivered
 					st.lostMsgs += res.lostMsgs
 					st.wakeMu.Unlock()
@@ -347,6 +360,13 @@ type simClientPlan struct {
 	// make: they share it, so their holds of a key may overlap, and each
 	// nests holds (enters again while holding, releases in any order).
 	Owner string
+	// Loops: the client's workers often Lock the key again at once after
+	// an Unlock, plain and with the same TTL (a loop on a contended key):
+	// an Unlock that handed the key on left the call queued behind the
+	// next holder (Request.Behind), and the next Lock takes that
+	// registration over (wakeups.adopt). Such a client has one more
+	// worker, so that plain Lock calls contend and hand the key over.
+	Loops bool
 }
 
 type simFaultKind uint8
@@ -424,6 +444,9 @@ func (s *simSchedule) String() string {
 		}
 		if c.Owner != "" {
 			fmt.Fprintf(&b, ", owner %q (nests holds)", c.Owner)
+		}
+		if c.Loops {
+			b.WriteString(", locks again at once after Unlock")
 		}
 		b.WriteByte('\n')
 	}
@@ -520,6 +543,15 @@ func genSchedule(seed uint64) *simSchedule {
 	for i := range s.Clients {
 		if orng.IntN(3) == 0 {
 			s.Clients[i].Owner = "owner-" + strconv.Itoa(i)
+		}
+	}
+	// Loops, from a stream of their own too: half of the clients without
+	// an owner (the hand-off protocol is for plain locks).
+	lrng := rand.New(rand.NewPCG(seed, 0x100b_100b))
+	for i := range s.Clients {
+		if lrng.IntN(2) == 0 && s.Clients[i].Owner == "" {
+			s.Clients[i].Loops = true
+			s.Clients[i].Workers++
 		}
 	}
 
@@ -626,9 +658,13 @@ type simResult struct {
 	virtual    time.Duration
 	trace      string
 	wake       simWakeStats // the masters' queues, summed
-	handed     int          // holders that took the lock by hand-off
-	delivered  int64        // pub/sub messages delivered
-	lostMsgs   int64        // and lost on the way
+	loops      int
+	adoptable  int
+	leftHanded int
+	leftLost   int
+	handed     int   // holders that took the lock by hand-off
+	delivered  int64 // pub/sub messages delivered
+	lostMsgs   int64 // and lost on the way
 }
 
 func (r *simResult) summary() string {
@@ -694,6 +730,11 @@ type simRun struct {
 	holders    []*simHolder
 	violations []string
 	acquires   int
+	loops      int // Lock calls again at once after an Unlock (Loops)
+	adoptable  int // of them, those that found a registration to take over
+	// Keys handed (hand#reg) left on a master at the end: the hand-off
+	// message reached the Redlock, or it did not.
+	leftHanded, leftHandLost int
 }
 
 // simHolder is one successful acquire and what its holder saw.
@@ -706,6 +747,7 @@ type simHolder struct {
 	fenced, do     bool
 	nested         bool      // taken while the worker held the key already
 	byHand         bool      // handed to the call (its value is hand#reg)
+	loop           bool      // a Lock again at once after an Unlock (Loops)
 	started        time.Time // the acquire call began
 	acquired       time.Time // it returned
 	claims         []simClaim
@@ -781,6 +823,8 @@ func simulate(run *simRun, trace bool) (res simResult) {
 			}
 		}
 		res.acquires = run.acquires
+		res.loops, res.adoptable = run.loops, run.adoptable
+		res.leftHanded, res.leftLost = run.leftHanded, run.leftHandLost
 		res.virtual = time.Since(start)
 		if run.net != nil {
 			res.trace = run.net.trace.String()
@@ -961,10 +1005,11 @@ func (r *simRun) fault(f simFault) {
 
 // simWorker is one goroutine of a client taking and holding locks.
 type simWorker struct {
-	run *simRun
-	c   *simClient
-	id  int
-	rng *rand.Rand
+	run   *simRun
+	c     *simClient
+	id    int
+	rng   *rand.Rand
+	again *simAgain // Lock this again at once (a Loops client)
 }
 
 func (w *simWorker) dur(lo, hi time.Duration) time.Duration { return uniform(w.rng, lo, hi) }
@@ -972,11 +1017,42 @@ func (w *simWorker) dur(lo, hi time.Duration) time.Duration { return uniform(w.r
 func (w *simWorker) loop() {
 	s := w.run.s
 	for time.Since(w.run.start) < s.Length {
+		if again := w.again; again != nil {
+			// A loop on the key: Lock it again at once, plain, with the
+			// same TTL.
+			w.again = nil
+			auto := w.rng.IntN(3) == 0
+			opts := []Option{WithTTL(again.ttl)}
+			if auto {
+				opts = append(opts, WithAutoExtend())
+			}
+			h := &simHolder{client: w.c.id, worker: w.id, key: again.key, loop: true}
+			wk := w.c.r.wake
+			wk.handsMu.Lock()
+			st := wk.standing[again.key]
+			wk.handsMu.Unlock()
+			w.run.mu.Lock()
+			w.run.loops++
+			if st != nil && st.ttl == again.ttl {
+				w.run.adoptable++ // an Unlock left the call queued: this Lock takes it over
+			}
+			w.run.mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), w.dur(5*time.Millisecond, 1500*time.Millisecond))
+			h.started = time.Now()
+			l, err := w.c.r.Lock(ctx, again.key, opts...)
+			cancel()
+			w.acquired(h, l, err, auto)
+			w.loopAgain(again.key, again.ttl, err)
+			continue
+		}
 		time.Sleep(w.dur(0, 20*time.Millisecond))
 		key := s.key(w.rng.IntN(s.Keys))
 		ttl := s.TTLs[w.rng.IntN(len(s.TTLs))]
 		opts := []Option{WithTTL(ttl)}
 		fenced := w.rng.IntN(3) == 0
+		if w.c.plan.Loops && w.rng.IntN(2) == 0 {
+			fenced = false // plain Lock calls contend more
+		}
 		if fenced {
 			opts = append(opts, WithFencing())
 		}
@@ -1008,8 +1084,24 @@ func (w *simWorker) loop() {
 			l, err := w.c.r.Lock(ctx, key, opts...)
 			cancel()
 			w.acquired(h, l, err, auto)
+			if !fenced {
+				w.loopAgain(key, ttl, err)
+			}
 		}
 	}
+}
+
+// loopAgain makes a worker of a Loops client Lock key again at once, most
+// times, after a plain Lock of it that succeeded (and so was unlocked).
+func (w *simWorker) loopAgain(key string, ttl time.Duration, err error) {
+	if w.c.plan.Loops && w.c.plan.Owner == "" && err == nil && w.rng.IntN(3) != 0 {
+		w.again = &simAgain{key, ttl}
+	}
+}
+
+type simAgain struct {
+	key string
+	ttl time.Duration
 }
 
 // simHeld is a lock a worker holds.
@@ -1251,6 +1343,17 @@ func (r *simRun) checkLeftovers() {
 				}
 				r.violate("master %d still holds %s for %s (hold %.6s...), entered by client %d, whose connection to it never failed: a release or rollback never reached it",
 					m.id, k, e.owner, v, h.setBy.client)
+			}
+			if e.owner == "" && e.setBy == nil && strings.Contains(e.value, "#") {
+				// Handed by the master: its Redlock releases it (or holds
+				// it), unless the message never reached it.
+				hand, reg, _ := strings.Cut(e.value, "#")
+				if r.net.handDelivered(m.id, "h"+hand+"|"+reg+"|"+k) {
+					r.leftHanded++
+				} else {
+					r.leftHandLost++
+				}
+				continue
 			}
 			if e.owner != "" || e.setBy == nil || e.setBy.isTroubled() {
 				continue

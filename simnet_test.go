@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,6 +56,8 @@ type simNet struct {
 	// Pub/sub: messages delivered to subscriptions and lost on the way,
 	// (re)subscriptions confirmed.
 	delivered, lost, resubscribed atomic.Int64
+	handsMu                       sync.Mutex
+	hands                         map[string]bool // hand-off messages delivered, by master and payload
 
 	trace *simTrace // nil unless tracing
 }
@@ -798,6 +801,14 @@ func (s *simSub) pump(inc int, changed chan struct{}) bool {
 					n.lost.Add(1)
 				default:
 					n.delivered.Add(1)
+					if strings.HasPrefix(p.payload, "h") {
+						n.handsMu.Lock()
+						if n.hands == nil {
+							n.hands = map[string]bool{}
+						}
+						n.hands[strconv.Itoa(m.id)+" "+p.payload] = true
+						n.handsMu.Unlock()
+					}
 					s.push(&redis.Message{Channel: s.channel, Payload: p.payload}, nil)
 				}
 				continue
@@ -910,4 +921,12 @@ func (s *simSub) Close() error {
 	s.mu.Unlock()
 	close(s.closeCh)
 	return nil
+}
+
+// handDelivered reports whether master's hand-off message payload reached
+// its subscriber.
+func (n *simNet) handDelivered(master int, payload string) bool {
+	n.handsMu.Lock()
+	defer n.handsMu.Unlock()
+	return n.hands[strconv.Itoa(master)+" "+payload]
 }
