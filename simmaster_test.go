@@ -75,6 +75,7 @@ type simEntry struct {
 	value    string
 	expireAt int64    // on the master's clock, ns; the key is gone from then on
 	setBy    *simConn // the connection whose acquire set it
+	handTo   string   // a key handed (hand#reg): the channel told
 
 	// An owned key (lua/hold.lua): owner is not empty, value is, and holds
 	// has the live holds by value. fence is the owner's token (0: none).
@@ -685,7 +686,7 @@ func (m *simMaster) handOnLocked(key, wk, ch string, skip bool, now int64) bool 
 			msg = "h" + h + "|" + r + "|" + key
 			ms, valid := redisInt(t)
 			if ok = valid && ms > 0; ok {
-				m.keys[key] = simEntry{value: h + "#" + r, expireAt: now + ms*int64(time.Millisecond)}
+				m.keys[key] = simEntry{value: h + "#" + r, expireAt: now + ms*int64(time.Millisecond), handTo: c}
 			}
 		}
 		ok = ok && m.publishLocked(c, msg) > 0
@@ -1054,4 +1055,11 @@ func (s *simWakeStats) add(o simWakeStats) {
 	s.behind += o.behind
 	s.freeHand += o.freeHand
 	s.ghosts += o.ghosts
+}
+
+// clock is the master's clock now, in unix ns.
+func (m *simMaster) clock() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.clockLocked()
 }

@@ -504,7 +504,12 @@ func (t *simTrace) sent(fs []*flight) {
 		t.seq++
 		f.seq = t.seq
 		t.mu.Unlock()
-		t.logf("c%d→m%d #%d send %v %s %.6s ttl=%v tok=%d (lands at +%v)", f.fromClient, f.master, f.seq, f.op, f.key, f.value, f.ttl, f.token, time.Until(f.arrive))
+		q := f.req
+		wait := ""
+		if q.Waiter != "" || q.Hand != "" {
+			wait = fmt.Sprintf(" waiter=%s place=%d hand=%.6s reg=%d behind=%v", strings.TrimPrefix(q.Waiter, "redlock:wake:")[:min(len(q.Waiter), 4)], q.Place, q.Hand, q.Reg, q.Behind)
+		}
+		t.logf("c%d→m%d #%d send %v %s %.6s ttl=%v tok=%d%s (lands at +%v)", f.fromClient, f.master, f.seq, f.op, f.key, f.value, f.ttl, f.token, wait, time.Until(f.arrive))
 	}
 }
 
@@ -519,7 +524,7 @@ func (t *simTrace) applied(f *flight, masterClock int64) {
 	if t == nil {
 		return
 	}
-	t.logf("c%d→m%d #%d applied: ok=%v fence=%d err=%v (master clock %d)", f.fromClient, f.master, f.seq, f.ok, f.fence, f.err, masterClock)
+	t.logf("c%d→m%d #%d applied: ok=%v fence=%d woke=%v err=%v (master clock %d)", f.fromClient, f.master, f.seq, f.ok, f.fence, f.woke, f.err, masterClock)
 }
 
 func (t *simTrace) replied(f *flight) {
