@@ -215,6 +215,7 @@ type simStats struct {
 	leftSeeds            []uint64 // a few runs that left a handed key whose message came
 	delivered            int64    // pub/sub messages delivered
 	lostMsgs             int64    // lost on the way
+	dups                 int64    // releases sent twice
 	base                 uint64
 
 	mu       sync.Mutex
@@ -229,8 +230,8 @@ func (st *simStats) report(t *testing.T) {
 		st.holders.Load(), st.acquires.Load(), st.requests.Load())
 	t.Logf("%d holders took the lock as an owner, %d of them nested in a hold of theirs", st.owned.Load(), st.nested.Load())
 	st.wakeMu.Lock()
-	t.Logf("hand-offs: %d registrations, %d keys handed (%d to a registration that found the key free), %d holders took the lock by hand-off; %d Unlocks queued behind; %d wake-ups; %d entries dropped (nobody listened); %d hand-offs given back; pub/sub messages: %d delivered, %d lost",
-		st.wake.registrations, st.wake.handoffs, st.wake.freeHand, st.handed, st.wake.behind, st.wake.wakes, st.wake.dropped, st.wake.ghosts, st.delivered, st.lostMsgs)
+	t.Logf("hand-offs: %d registrations, %d keys handed (%d to a registration that found the key free), %d holders took the lock by hand-off; %d Unlocks queued behind; %d wake-ups; %d entries dropped (nobody listened); %d hand-offs given back; pub/sub messages: %d delivered, %d lost; %d releases sent twice",
+		st.wake.registrations, st.wake.handoffs, st.wake.freeHand, st.handed, st.wake.behind, st.wake.wakes, st.wake.dropped, st.wake.ghosts, st.delivered, st.lostMsgs, st.dups)
 	t.Logf("loops: %d Lock calls again at once after an Unlock, %d of them found a registration to take over; handed keys left at the end: %d whose message reached the Redlock over a connection that never failed (%d of them handed to a registration that Close dropped; seeds %v), %d others",
 		st.loops, st.adoptable, st.leftHanded, st.leftAtClose, st.leftSeeds, st.leftLost)
 	st.wakeMu.Unlock()
@@ -283,6 +284,7 @@ func simSweep(t *testing.T, base uint64, n int, soak time.Duration) *simStats {
 					}
 					st.delivered += res.delivered
 					st.lostMsgs += res.lostMsgs
+					st.dups += res.dups
 					st.wakeMu.Unlock()
 					if s.unsafe() {
 						st.unsafeRuns.Add(1)
@@ -550,6 +552,12 @@ func genSchedule(seed uint64) *simSchedule {
 			s.Clients[i].Owner = "owner-" + strconv.Itoa(i)
 		}
 	}
+	// Releases sent twice, from a stream of their own: a third of the
+	// schedules.
+	drng := rand.New(rand.NewPCG(seed, 0xd0b1_d0b1))
+	if drng.IntN(3) == 0 {
+		s.Net.DupP = drng.Float64() * 0.05
+	}
 	// Loops, from a stream of their own too: half of the clients without
 	// an owner (the hand-off protocol is for plain locks).
 	lrng := rand.New(rand.NewPCG(seed, 0x100b_100b))
@@ -670,6 +678,7 @@ type simResult struct {
 	leftDetails []string
 	leftAtClose int
 	handed      int   // holders that took the lock by hand-off
+	dups        int64 // releases sent twice
 	delivered   int64 // pub/sub messages delivered
 	lostMsgs    int64 // and lost on the way
 }
@@ -843,6 +852,7 @@ func simulate(run *simRun, trace bool) (res simResult) {
 		if run.net != nil {
 			res.trace = run.net.trace.String()
 			res.delivered, res.lostMsgs = run.net.delivered.Load(), run.net.lost.Load()
+			res.dups = run.net.dups.Load()
 		}
 		for _, m := range run.masters {
 			m.mu.Lock()

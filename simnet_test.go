@@ -56,6 +56,7 @@ type simNet struct {
 	// Pub/sub: messages delivered to subscriptions and lost on the way,
 	// (re)subscriptions confirmed.
 	delivered, lost, resubscribed atomic.Int64
+	dups                          atomic.Int64 // releases sent twice
 	handsMu                       sync.Mutex
 	hands                         map[string]bool // hand-off messages delivered, by master and payload
 
@@ -72,11 +73,22 @@ type simNetParams struct {
 	TailP        float64
 	TailMax      time.Duration
 	DropP, LoseP float64
+	// DupP is the chance that a release (a rollback that registers a
+	// hand-off call, an Unlock, a give-up) of a client that drops timed-out
+	// connections is sent twice: the copy goes on a connection of its own,
+	// up to 50 ms later, and may land before or after the original and
+	// the requests sent after it, as a go-redis retry on a new connection
+	// would (a registration that lands twice or late).
+	DupP float64
 }
 
 func (p simNetParams) String() string {
-	return fmt.Sprintf("delay %v+exp(%v), tail %.3f up to %v, drop %.3f, lose reply %.3f",
+	s := fmt.Sprintf("delay %v+exp(%v), tail %.3f up to %v, drop %.3f, lose reply %.3f",
 		p.Base, p.Spread, p.TailP, p.TailMax, p.DropP, p.LoseP)
+	if p.DupP > 0 {
+		s += fmt.Sprintf(", releases sent twice %.3f", p.DupP)
+	}
+	return s
 }
 
 func newSimNet(p simNetParams, masters []*simMaster, clients int) *simNet {
@@ -235,6 +247,7 @@ func (c *simConn) Exec(ctx context.Context, reqs []*Request) {
 		p = simNetParams{Base: p.Base, Spread: p.Spread}
 	}
 	fs := make([]*flight, len(reqs))
+	var dups []*flight
 	c.mu.Lock()
 	w := c.w
 	for i, q := range reqs {
@@ -254,6 +267,13 @@ func (c *simConn) Exec(ctx context.Context, reqs []*Request) {
 		f.lose = p.LoseP > 0 && c.rng.Float64() < p.LoseP
 		w.queue = append(w.queue, f)
 		fs[i] = f
+		if p.DupP > 0 && c.reconnects && q.Op == OpRelease && c.rng.Float64() < p.DupP {
+			dup := *f
+			dup.done = make(chan struct{})
+			dup.arrive = began.Add(p.delay(c.rng) + time.Duration(c.rng.Int64N(int64(50*time.Millisecond))))
+			c.troubled = true
+			dups = append(dups, &dup)
+		}
 	}
 	c.net.inflight.Add(len(fs))
 	start := !w.running
@@ -268,6 +288,14 @@ func (c *simConn) Exec(ctx context.Context, reqs []*Request) {
 		}
 	}
 	c.net.trace.sent(fs)
+	for _, d := range dups {
+		// Its own connection: nobody waits for its reply.
+		sw := newSimWire(c)
+		sw.queue, sw.running, sw.lastArrive = []*flight{d}, true, d.arrive
+		c.net.inflight.Add(1)
+		c.net.dups.Add(1)
+		go sw.run()
+	}
 
 	var ctxDone <-chan struct{}
 	var timeout <-chan time.Time
