@@ -51,6 +51,15 @@ import (
 // their rollbacks after lost replies, and their extends run against the
 // masters' hashes of holds (lua/hold.lua, simulated in simmaster_test.go).
 //
+// Pub/sub is simulated too: the masters keep the keys' queues of waiting
+// Lock calls and hand the key over (lua/release.lua, lua/handoff.lua,
+// hold.lua), and the Redlocks subscribe through their simulated Nodes
+// (simnet_test.go), so registrations, hand-offs, Unlocks queued behind the
+// next holder, adoptions, give-ups and ghost hand-offs happen. Half the
+// clients without an owner loop (lock a key again at once after an Unlock)
+// and have one more worker; a third of the schedules send some releases
+// twice (a go-redis retry on a new connection).
+//
 // The checker (check) holds the run, in bubble time, to what the library
 // promises while the assumptions hold:
 //   - no two holders of a key have overlapping claims, unless both hold it
@@ -66,7 +75,11 @@ import (
 //     through a connection on which nothing ever failed (a release or
 //     rollback that never came), and a fresh client takes every key at once
 //     unless too many masters still hold it (the documented stragglers): a
-//     key whose holds were all released is free.
+//     key whose holds were all released is free; no master holds a key it
+//     handed (hand#reg) whose hand-off message reached the Redlock over a
+//     connection that never failed (except TestSimCloseKeepsHandedKey's
+//     known case). The keys' queues (WaitKey) are not locks: they are not
+//     leftovers.
 //
 // Flags (or the environment variables in brackets):
 //
