@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // The simulated network between the simulation's clients (sim_test.go) and
@@ -47,6 +50,15 @@ type simNet struct {
 	loss []float64
 
 	inflight *sync.WaitGroup // requests not yet landed or answered
+	seed     uint64          // the run's, for the subscriptions' draws
+	subsWG   sync.WaitGroup  // the subscriptions' goroutines (until Close and after)
+
+	// Pub/sub: messages delivered to subscriptions and lost on the way,
+	// (re)subscriptions confirmed.
+	delivered, lost, resubscribed atomic.Int64
+	dups                          atomic.Int64 // releases sent twice
+	handsMu                       sync.Mutex
+	hands                         map[string]bool // hand-off messages delivered, by master and payload
 
 	trace *simTrace // nil unless tracing
 }
@@ -61,11 +73,22 @@ type simNetParams struct {
 	TailP        float64
 	TailMax      time.Duration
 	DropP, LoseP float64
+	// DupP is the chance that a release (a rollback that registers a
+	// hand-off call, an Unlock, a give-up) of a client that drops timed-out
+	// connections is sent twice: the copy goes on a connection of its own,
+	// up to 50 ms later, and may land before or after the original and
+	// the requests sent after it, as a go-redis retry on a new connection
+	// would (a registration that lands twice or late).
+	DupP float64
 }
 
 func (p simNetParams) String() string {
-	return fmt.Sprintf("delay %v+exp(%v), tail %.3f up to %v, drop %.3f, lose reply %.3f",
+	s := fmt.Sprintf("delay %v+exp(%v), tail %.3f up to %v, drop %.3f, lose reply %.3f",
 		p.Base, p.Spread, p.TailP, p.TailMax, p.DropP, p.LoseP)
+	if p.DupP > 0 {
+		s += fmt.Sprintf(", releases sent twice %.3f", p.DupP)
+	}
+	return s
 }
 
 func newSimNet(p simNetParams, masters []*simMaster, clients int) *simNet {
@@ -130,7 +153,8 @@ type simConn struct {
 	// that lasts longer may make the lane skip a request queued behind it.
 	minTimeout time.Duration
 
-	sent atomic.Int64 // requests sent
+	sent atomic.Int64  // requests sent
+	subs atomic.Uint64 // subscriptions made
 
 	mu  sync.Mutex
 	rng *rand.Rand
@@ -164,6 +188,8 @@ func (c *simConn) isTroubled() bool {
 // flight is one request on its way; its reply fields are written before
 // done is closed.
 type flight struct {
+	req                Request // the request as the master runs it
+	woke               bool
 	op                 Op
 	key, value, owner  string
 	ttl                time.Duration
@@ -221,10 +247,13 @@ func (c *simConn) Exec(ctx context.Context, reqs []*Request) {
 		p = simNetParams{Base: p.Base, Spread: p.Spread}
 	}
 	fs := make([]*flight, len(reqs))
+	var dups []*flight
 	c.mu.Lock()
 	w := c.w
 	for i, q := range reqs {
 		f := &flight{
+			req: Request{Op: q.Op, Key: q.Key, Value: q.Value, TTL: q.TTL, Token: q.Token, Owner: q.Owner,
+				Waiter: q.Waiter, Place: q.Place, Hand: q.Hand, Reg: q.Reg, Behind: q.Behind},
 			op: q.Op, key: q.Key, value: q.Value, owner: q.Owner, ttl: q.TTL, token: q.Token,
 			done: make(chan struct{}), fromClient: c.client, master: c.m.id,
 		}
@@ -238,6 +267,13 @@ func (c *simConn) Exec(ctx context.Context, reqs []*Request) {
 		f.lose = p.LoseP > 0 && c.rng.Float64() < p.LoseP
 		w.queue = append(w.queue, f)
 		fs[i] = f
+		if p.DupP > 0 && c.reconnects && q.Op == OpRelease && c.rng.Float64() < p.DupP {
+			dup := *f
+			dup.done = make(chan struct{})
+			dup.arrive = began.Add(p.delay(c.rng) + time.Duration(c.rng.Int64N(int64(50*time.Millisecond))))
+			c.troubled = true
+			dups = append(dups, &dup)
+		}
 	}
 	c.net.inflight.Add(len(fs))
 	start := !w.running
@@ -252,6 +288,14 @@ func (c *simConn) Exec(ctx context.Context, reqs []*Request) {
 		}
 	}
 	c.net.trace.sent(fs)
+	for _, d := range dups {
+		// Its own connection: nobody waits for its reply.
+		sw := newSimWire(c)
+		sw.queue, sw.running, sw.lastArrive = []*flight{d}, true, d.arrive
+		c.net.inflight.Add(1)
+		c.net.dups.Add(1)
+		go sw.run()
+	}
 
 	var ctxDone <-chan struct{}
 	var timeout <-chan time.Time
@@ -266,10 +310,8 @@ func (c *simConn) Exec(ctx context.Context, reqs []*Request) {
 		var err error
 		select {
 		case <-f.done:
-			// No pub/sub here: a release ignores Waiter and Place and
-			// wakes no one (waiters fall back to their backoff).
 			q := reqs[i]
-			q.OK, q.Fence, q.Woke, q.Err = f.ok, f.fence, false, f.err
+			q.OK, q.Fence, q.Woke, q.Err = f.ok, f.fence, f.woke, f.err
 			if f.err != nil {
 				c.trouble()
 			}
@@ -379,7 +421,7 @@ func (w *simWire) land(f *flight) {
 		f.err = errSimRefused
 		n.trace.event(f, "refused: master down")
 	} else {
-		f.ok, f.fence, f.err = m.applyLocked(f.op, f.key, f.value, f.owner, f.ttl, f.token)
+		f.ok, f.fence, f.woke, f.err = m.applyReqLocked(f.req)
 		if f.ok && (f.op == OpAcquire || f.op == OpAcquireFenced) {
 			e := m.keys[f.key]
 			if e.owner != "" {
@@ -452,7 +494,7 @@ func (w *simWire) reply(rp simReply) {
 	}
 	m.mu.Lock()
 	if m.incarnation != rp.inc && f.err == nil {
-		f.ok, f.fence, f.err = false, 0, errSimReset
+		f.ok, f.fence, f.woke, f.err = false, 0, false, errSimReset
 	}
 	m.mu.Unlock()
 	n.trace.replied(f)
@@ -490,7 +532,12 @@ func (t *simTrace) sent(fs []*flight) {
 		t.seq++
 		f.seq = t.seq
 		t.mu.Unlock()
-		t.logf("c%d→m%d #%d send %v %s %.6s ttl=%v tok=%d (lands at +%v)", f.fromClient, f.master, f.seq, f.op, f.key, f.value, f.ttl, f.token, time.Until(f.arrive))
+		q := f.req
+		wait := ""
+		if q.Waiter != "" || q.Hand != "" {
+			wait = fmt.Sprintf(" waiter=%s place=%d hand=%.6s reg=%d behind=%v", strings.TrimPrefix(q.Waiter, "redlock:wake:")[:min(len(q.Waiter), 4)], q.Place, q.Hand, q.Reg, q.Behind)
+		}
+		t.logf("c%d→m%d #%d send %v %s %.6s ttl=%v tok=%d%s (lands at +%v)", f.fromClient, f.master, f.seq, f.op, f.key, f.value, f.ttl, f.token, wait, time.Until(f.arrive))
 	}
 }
 
@@ -505,7 +552,7 @@ func (t *simTrace) applied(f *flight, masterClock int64) {
 	if t == nil {
 		return
 	}
-	t.logf("c%d→m%d #%d applied: ok=%v fence=%d err=%v (master clock %d)", f.fromClient, f.master, f.seq, f.ok, f.fence, f.err, masterClock)
+	t.logf("c%d→m%d #%d applied: ok=%v fence=%d woke=%v err=%v (master clock %d)", f.fromClient, f.master, f.seq, f.ok, f.fence, f.woke, f.err, masterClock)
 }
 
 func (t *simTrace) replied(f *flight) {
@@ -526,4 +573,393 @@ func (t *simTrace) String() string {
 		s += fmt.Sprintf("... %d more lines\n", t.lines-maxTraceLines)
 	}
 	return s
+}
+
+// Pub/sub. A simulated Node is a subscriber (wake.go): the Redlock's
+// channel is subscribed on each master through a simSub, which behaves as
+// a go-redis PubSub does. Its SUBSCRIBE travels to the master with the
+// link's delay (it waits at a paused master; it fails when the master is
+// down or the link cut, and is tried again at once, then every 100 ms, as
+// go-redis reconnects); the master then counts it for PUBLISH, and the
+// *redis.Subscription confirmation travels back. Each message published
+// travels back with the link's delay, in order, and is lost when the link
+// is cut when it arrives, by the links' loss rate or a lossy master's, or
+// when the master restarted meanwhile. A killed master forgets its
+// subscribers (simMaster.kill): the client learns it one delay later and
+// subscribes again, as go-redis does; a restarted master has none until
+// then. Close unsubscribes one delay later (the connection's close
+// travels), so a publish meanwhile counts a subscriber that drops the
+// message: a hand-off nobody takes.
+
+var errSimSubClosed = errors.New("sim: pubsub closed")
+
+func (c *simConn) subscribe(ctx context.Context, channel string) pubsub {
+	n := c.net
+	s := &simSub{c: c, channel: channel, closeCh: make(chan struct{}), ready: make(chan struct{}, 1),
+		kick: make(chan struct{}, 1), out: make(chan any, 100),
+		rng: rand.New(rand.NewPCG(n.seed, uint64(1<<50+c.client*64+c.m.id)+c.subs.Add(1)<<32))}
+	s.inc = -1
+	inc := s.first()
+	n.subsWG.Add(1)
+	go s.run(inc)
+	return s
+}
+
+var _ subscriber = (*simConn)(nil)
+
+// simSub is one subscription of a Redlock's channel on one master.
+type simSub struct {
+	c       *simConn
+	channel string
+	closeCh chan struct{}
+	ready   chan struct{} // capacity 1: items or err changed
+	kick    chan struct{} // capacity 1: a message is in flight
+	out     chan any      // ChannelWithSubscriptions'
+
+	mu       sync.Mutex
+	rng      *rand.Rand
+	closed   bool
+	pumping  bool
+	items    []any     // arrived, not read yet
+	err      error     // the latest failure to subscribe, for Receive
+	inflight []simPub  // published, on their way
+	last     time.Time // the latest arrival time drawn
+	inc      int       // the master's incarnation it is subscribed in; -1: none
+}
+
+type simPub struct {
+	payload string
+	at      time.Time
+	lose    bool
+	inc     int
+}
+
+// deliver is the master's PUBLISH to this subscription (m.mu held).
+func (s *simSub) deliver(channel, payload string) {
+	p := s.c.net.params
+	if s.c.clean {
+		p = simNetParams{Base: p.Base, Spread: p.Spread}
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	at := time.Now().Add(p.delay(s.rng) + s.c.net.slowOf(s.c.m.id))
+	if !at.After(s.last) {
+		at = s.last.Add(time.Nanosecond)
+	}
+	s.last = at
+	lose := p.LoseP > 0 && s.rng.Float64() < p.LoseP
+	if l := s.c.net.lossOf(s.c.m.id); l > 0 && s.rng.Float64() < l {
+		lose = true
+	}
+	s.inflight = append(s.inflight, simPub{payload, at, lose, s.c.m.incarnation})
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (s *simSub) push(x any, err error) {
+	s.mu.Lock()
+	if x != nil {
+		s.items = append(s.items, x)
+	} else {
+		s.err = err
+	}
+	s.mu.Unlock()
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (s *simSub) draw() time.Duration {
+	p := s.c.net.params
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return p.Base + time.Duration(s.rng.ExpFloat64()*float64(p.Spread))
+}
+
+// sleep waits d, or until Close; it reports false on Close.
+func (s *simSub) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.closeCh:
+		return false
+	}
+}
+
+// first is the first SUBSCRIBE, made at once: wakeups.start waits for
+// its confirmation holding a mutex that the Redlock's other Lock calls
+// wait for, and a bubble does not advance its clock while a goroutine waits
+// for a mutex (not a durable block), so the confirmation may not take bubble
+// time. It lands when the master is up and the link not cut, else it fails
+// (a paused master too: go-redis would wait for the node timeout), and
+// run tries again with the link's delays. It returns the master's
+// incarnation subscribed in, or -1.
+func (s *simSub) first() int {
+	c, n, m := s.c, s.c.net, s.c.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.state != masterUp || n.isCut(c.client, m.id) {
+		s.push(nil, errSimRefused)
+		return -1
+	}
+	s.mu.Lock()
+	s.inc = m.incarnation
+	s.mu.Unlock()
+	m.subscribeLocked(s.channel, s)
+	n.resubscribed.Add(1)
+	s.push(&redis.Subscription{Kind: "subscribe", Channel: s.channel, Count: 1}, nil)
+	return m.incarnation
+}
+
+// run delivers the messages, and subscribes again after the master
+// restarted (or after the first SUBSCRIBE failed), until Close.
+func (s *simSub) run(inc int) {
+	c, n, m := s.c, s.c.net, s.c.m
+	defer n.subsWG.Done()
+	fails := 0
+	defer func() {
+		// Close: the master forgets the subscription once the close
+		// reaches it.
+		time.Sleep(s.draw())
+		m.mu.Lock()
+		s.mu.Lock()
+		if s.inc == m.incarnation {
+			m.unsubscribeLocked(s.channel, s)
+		}
+		s.inc = -1
+		s.mu.Unlock()
+		m.mu.Unlock()
+	}()
+	if inc >= 0 {
+		m.mu.Lock()
+		changed := m.changed
+		restarted := m.incarnation != inc
+		m.mu.Unlock()
+		if !restarted && !s.pump(inc, changed) {
+			return
+		}
+	}
+	fails = 1
+	for {
+		if fails > 1 && !s.sleep(100*time.Millisecond) {
+			return
+		}
+		if !s.sleep(s.draw()) { // SUBSCRIBE on its way
+			return
+		}
+		m.mu.Lock()
+		for m.state == masterPaused {
+			ch := m.changed
+			m.mu.Unlock()
+			select {
+			case <-ch:
+			case <-s.closeCh:
+				return
+			}
+			m.mu.Lock()
+		}
+		if m.state == masterDown || n.isCut(c.client, m.id) {
+			m.mu.Unlock()
+			fails++
+			s.push(nil, errSimRefused)
+			continue
+		}
+		inc := m.incarnation
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			m.mu.Unlock()
+			return
+		}
+		s.inc = inc
+		s.mu.Unlock()
+		m.subscribeLocked(s.channel, s)
+		changed := m.changed
+		m.mu.Unlock()
+		fails = 0
+		// The confirmation travels back like a message.
+		s.mu.Lock()
+		at := time.Now().Add(s.c.net.params.Base)
+		if !at.After(s.last) {
+			at = s.last.Add(time.Nanosecond)
+		}
+		s.last = at
+		s.inflight = append(s.inflight, simPub{payload: "\x00subscribe", at: at, inc: inc})
+		s.mu.Unlock()
+		if !s.pump(inc, changed) {
+			return
+		}
+		fails = 1 // the connection broke: reconnect at once, then every 100 ms
+	}
+}
+
+// pump delivers the messages in flight at their times while the master
+// stays in incarnation inc; it returns false on Close, true when the
+// master restarted (the connection broke: the messages in flight are lost).
+func (s *simSub) pump(inc int, changed chan struct{}) bool {
+	c, n, m := s.c, s.c.net, s.c.m
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		var next *simPub
+		if len(s.inflight) > 0 {
+			next = &s.inflight[0]
+		}
+		s.mu.Unlock()
+		var due <-chan time.Time
+		if next != nil {
+			if d := time.Until(next.at); d > 0 {
+				t.Reset(d)
+				due = t.C
+			} else {
+				s.mu.Lock()
+				p := s.inflight[0]
+				s.inflight = s.inflight[1:]
+				s.mu.Unlock()
+				switch {
+				case p.payload == "\x00subscribe":
+					n.resubscribed.Add(1)
+					s.push(&redis.Subscription{Kind: "subscribe", Channel: s.channel, Count: 1}, nil)
+				case p.lose || p.inc != inc || n.isCut(c.client, m.id):
+					n.lost.Add(1)
+				default:
+					n.delivered.Add(1)
+					if strings.HasPrefix(p.payload, "h") {
+						n.handsMu.Lock()
+						if n.hands == nil {
+							n.hands = map[string]bool{}
+						}
+						n.hands[strconv.Itoa(m.id)+" "+p.payload] = true
+						n.handsMu.Unlock()
+					}
+					s.push(&redis.Message{Channel: s.channel, Payload: p.payload}, nil)
+				}
+				continue
+			}
+		}
+		select {
+		case <-due:
+		case <-s.kick:
+			t.Stop()
+		case <-changed:
+			t.Stop()
+			m.mu.Lock()
+			restarted := m.incarnation != inc
+			changed = m.changed
+			m.mu.Unlock()
+			if restarted {
+				// The client learns it one delay later; what was in
+				// flight is lost.
+				if !s.sleep(s.draw()) {
+					return false
+				}
+				s.mu.Lock()
+				n.lost.Add(int64(len(s.inflight)))
+				s.inflight = nil
+				s.inc = -1
+				s.mu.Unlock()
+				return true
+			}
+		case <-s.closeCh:
+			return false
+		}
+	}
+}
+
+// Receive returns the next message or subscription, or the latest failure
+// to subscribe, as (*redis.PubSub).Receive does.
+func (s *simSub) Receive(ctx context.Context) (any, error) {
+	for {
+		s.mu.Lock()
+		if len(s.items) > 0 {
+			x := s.items[0]
+			s.items = s.items[1:]
+			s.mu.Unlock()
+			return x, nil
+		}
+		if err := s.err; err != nil {
+			s.err = nil
+			s.mu.Unlock()
+			return nil, err
+		}
+		closed := s.closed
+		s.mu.Unlock()
+		if closed {
+			return nil, errSimSubClosed
+		}
+		select {
+		case <-s.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-s.closeCh:
+		}
+	}
+}
+
+// ChannelWithSubscriptions returns the channel of messages and
+// (re)subscriptions, closed by Close.
+func (s *simSub) ChannelWithSubscriptions(...redis.ChannelOption) <-chan any {
+	s.mu.Lock()
+	start := !s.pumping
+	s.pumping = true
+	s.mu.Unlock()
+	if start {
+		s.c.net.subsWG.Add(1)
+		go func() {
+			defer s.c.net.subsWG.Done()
+			defer close(s.out)
+			for {
+				s.mu.Lock()
+				s.err = nil // go-redis's channel logs failures, it does not deliver them
+				if len(s.items) > 0 {
+					x := s.items[0]
+					s.items = s.items[1:]
+					s.mu.Unlock()
+					select {
+					case s.out <- x:
+					case <-s.closeCh:
+						return
+					}
+					continue
+				}
+				s.mu.Unlock()
+				select {
+				case <-s.ready:
+				case <-s.closeCh:
+					return
+				}
+			}
+		}()
+	}
+	return s.out
+}
+
+func (s *simSub) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errSimSubClosed
+	}
+	s.closed = true
+	s.mu.Unlock()
+	close(s.closeCh)
+	return nil
+}
+
+// handDelivered reports whether master's hand-off message payload reached
+// its subscriber.
+func (n *simNet) handDelivered(master int, payload string) bool {
+	n.handsMu.Lock()
+	defer n.handsMu.Unlock()
+	return n.hands[strconv.Itoa(master)+" "+payload]
 }

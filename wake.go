@@ -48,10 +48,10 @@ type wakeups struct {
 
 	mu      sync.Mutex // guards started, subs and err; held while subscribing
 	started bool
-	subs    []*redis.PubSub // per master; nil where none
-	err     error           // the first master's refusal to subscribe
-	live    atomic.Bool     // a master confirmed the subscription
-	readers sync.WaitGroup  // the goroutines reading subs
+	subs    []pubsub       // per master; nil where none
+	err     error          // the first master's refusal to subscribe
+	live    atomic.Bool    // a master confirmed the subscription
+	readers sync.WaitGroup // the goroutines reading subs
 
 	handMu sync.Mutex           // guards handed
 	handed map[string]time.Time // keys whose release by this Redlock woke another, until when it yields
@@ -61,12 +61,25 @@ type wakeups struct {
 	standing map[string]*handoff // registrations Unlocks left queued, by key (see stay)
 }
 
-// subscriber is a Node that can deliver wake-ups: NewNode's.
+// subscriber is a Node that can deliver wake-ups: NewNode's (and the
+// simulation's, sim_test.go).
 type subscriber interface {
-	subscribe(ctx context.Context, channel string) *redis.PubSub
+	subscribe(ctx context.Context, channel string) pubsub
 }
 
-func (n *redisNode) subscribe(ctx context.Context, channel string) *redis.PubSub {
+// pubsub is the part of a *redis.PubSub that wakeups uses: an interface so
+// that a Node other than NewNode's (the simulation's) can deliver messages
+// as go-redis does (*redis.Subscription on each (re)subscription,
+// *redis.Message for each message).
+type pubsub interface {
+	Receive(ctx context.Context) (any, error)
+	ChannelWithSubscriptions(opts ...redis.ChannelOption) <-chan any
+	Close() error
+}
+
+var _ pubsub = (*redis.PubSub)(nil)
+
+func (n *redisNode) subscribe(ctx context.Context, channel string) pubsub {
 	return n.c.Subscribe(ctx, channel)
 }
 
@@ -102,7 +115,7 @@ func (w *wakeups) start(ctx context.Context, key string, timeout time.Duration) 
 	}
 	w.started = true
 	began := time.Now()
-	w.subs = make([]*redis.PubSub, len(w.r.nodes))
+	w.subs = make([]pubsub, len(w.r.nodes))
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var wg sync.WaitGroup
