@@ -758,11 +758,24 @@ func (m *simMaster) releaseLocked(q Request) (ok, woke bool) {
 	rq := pl != "0" && rg != 0
 	bh := rq && q.Behind
 	me := ch + "|" + hd + "|"
+	// Only registrations up to rg are taken off; with a later one queued,
+	// this one does not queue.
+	newer := false
 	for _, e := range m.zrangeLocked(wk, -1, now) {
 		if strings.HasPrefix(e, me) {
-			m.zremLocked(wk, e, now)
+			var r uint64
+			if i := strings.LastIndexByte(e, '|'); i >= 0 {
+				r, _ = strconv.ParseUint(e[i+1:], 10, 64)
+			}
+			if rg == 0 || r <= rg {
+				m.zremLocked(wk, e, now)
+			} else {
+				newer = true
+			}
 		}
 	}
+	rq = rq && !newer
+	bh = bh && !newer
 	me += strconv.FormatInt(q.TTL.Milliseconds(), 10) + "|" + strconv.FormatUint(rg, 10)
 	again := rq && !bh
 	if rq {
