@@ -340,27 +340,8 @@ func TestHandOffLeftBehind(t *testing.T) {
 	b := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
 	c := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
 	key := testKey(t)
-	first := mustLock(t, c, key)
-	settle(c)
-	gotA := lockAsync(t, ctx, a, key)
-	waitRegistered(t, admin, key, 1)
-	if err := first.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	oa := <-gotA
-	if oa.err != nil {
-		t.Fatal(oa.err)
-	}
-	gotB := lockAsync(t, ctx, b, key)
-	waitRegistered(t, admin, key, 1)
-	if err := oa.l.Unlock(ctx); err != nil { // hands to b, queues a behind it
-		t.Fatal(err)
-	}
-	ob := <-gotB
-	if ob.err != nil {
-		t.Fatal(ob.err)
-	}
-	time.Sleep(50 * time.Millisecond) // a does not lock again
+	ob := leftBehind(t, admin, a, b, key) // b holds; a's Unlock queued a behind b
+	time.Sleep(50 * time.Millisecond)     // a does not lock again
 	gotC := lockAsync(t, ctx, c, key)
 	waitRegistered(t, admin, key, 1)
 	released := time.Now()
