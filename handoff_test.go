@@ -62,6 +62,29 @@ func waitRegistered(t testing.TB, cs []*redis.Client, key string, n int) {
 	}
 }
 
+// obtainedWithin returns the outcome of the Lock call behind got, a held lock, or
+// fails with msg (after logging each master's value and queue for key)
+// when it does not come within d.
+func obtainedWithin(t testing.TB, admin []*redis.Client, key string, got <-chan obtained, d time.Duration, msg string) obtained {
+	t.Helper()
+	select {
+	case o := <-got:
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+		return o
+	case <-time.After(d):
+		ctx := context.Background()
+		for _, c := range admin {
+			v, _ := c.Get(ctx, key).Result()
+			q, _ := c.ZRangeWithScores(ctx, WaitKey(key), 0, -1).Result()
+			t.Logf("master %s: %q queue %v", c.Options().Addr, v, q)
+		}
+		t.Fatal(msg)
+		return obtained{}
+	}
+}
+
 // TestHandOffDirect: a Redlock waiting for a key another Redlock holds (as
 // another process would) is handed the key by the release itself: it holds
 // the lock without sending an acquire of its own, every master holds its
@@ -91,15 +114,7 @@ func TestHandOffDirect(t *testing.T) {
 		t.Fatal(err)
 	}
 	released := time.Now()
-	var o obtained
-	select {
-	case o = <-got:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the waiter did not get the key within 5s of the release")
-	}
-	if o.err != nil {
-		t.Fatal(o.err)
-	}
+	o := obtainedWithin(t, admin, key, got, 5*time.Second, "the waiter did not get the key within 5s of the release")
 	if n := sets.n.Load() - before; n != 0 {
 		t.Errorf("the waiter sent %d SET commands after the release; want 0: the release hands the key over", n)
 	}
@@ -160,23 +175,11 @@ func TestHandOffGhost(t *testing.T) {
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case o := <-got:
-		if o.err != nil {
-			t.Fatal(o.err)
-		}
-		if d := o.at.Sub(released); d > time.Second {
-			t.Errorf("the waiter got the key %v after the release", d)
-		}
-		_ = o.l.Unlock(ctx)
-	case <-time.After(5 * time.Second):
-		for _, c := range admin {
-			v, _ := c.Get(ctx, key).Result()
-			q, _ := c.ZRangeWithScores(ctx, WaitKey(key), 0, -1).Result()
-			t.Logf("master: %q queue %v", v, q)
-		}
-		t.Fatal("the waiter did not get the key within 5s: the ghost's hand-off was not given back")
+	o := obtainedWithin(t, admin, key, got, 5*time.Second, "the waiter did not get the key within 5s: the ghost's hand-off was not given back")
+	if d := o.at.Sub(released); d > time.Second {
+		t.Errorf("the waiter got the key %v after the release", d)
 	}
+	_ = o.l.Unlock(ctx)
 }
 
 // TestHandOffGiveUp: a call that gives up leaves the queues, and gives back
@@ -348,18 +351,11 @@ func TestHandOffLeftBehind(t *testing.T) {
 	if err := ob.l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case oc := <-gotC:
-		if oc.err != nil {
-			t.Fatal(oc.err)
-		}
-		if d := oc.at.Sub(released); d > time.Second {
-			t.Errorf("c got the key %v after the release", d)
-		}
-		_ = oc.l.Unlock(ctx)
-	case <-time.After(5 * time.Second):
-		t.Fatal("c did not get the key within 5s: a's place behind b was kept")
+	oc := obtainedWithin(t, admin, key, gotC, 5*time.Second, "c did not get the key within 5s: a's place behind b was kept")
+	if d := oc.at.Sub(released); d > time.Second {
+		t.Errorf("c got the key %v after the release", d)
 	}
+	_ = oc.l.Unlock(ctx)
 }
 
 // leftBehind has a call of x wait for key, held by y, and be handed it;
@@ -414,21 +410,9 @@ func TestHandOffWithdrawWakesOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	rp.Close() // the other process is done: it exits
-	select {
-	case o := <-g3:
-		if o.err != nil {
-			t.Fatal(o.err)
-		}
-		t.Logf("G3 got the key %v after the release", o.at.Sub(released))
-		_ = o.l.Unlock(ctx)
-	case <-time.After(3 * time.Second):
-		for _, c := range admin {
-			v, _ := c.Get(ctx, key).Result()
-			q, _ := c.ZRangeWithScores(ctx, WaitKey(key), 0, -1).Result()
-			t.Logf("master: %q queue %v", v, q)
-		}
-		t.Fatal("G3 of the same Redlock still waits 3s after the key was freed (its backoff)")
-	}
+	o := obtainedWithin(t, admin, key, g3, 3*time.Second, "G3 of the same Redlock still waits 3s after the key was freed (its backoff)")
+	t.Logf("G3 got the key %v after the release", o.at.Sub(released))
+	_ = o.l.Unlock(ctx)
 }
 
 // TestHandOffSameServer: nodes that are databases of one redis-server (New
@@ -561,14 +545,7 @@ func TestHandOffResubscribe(t *testing.T) {
 	for _, px := range pxs {
 		px.Heal()
 	}
-	select {
-	case o := <-got:
-		if o.err != nil {
-			t.Fatal(o.err)
-		}
-		t.Logf("the waiter took the key %v after its connections came back", o.at.Sub(healed))
-		_ = o.l.Unlock(ctx)
-	case <-time.After(5 * time.Second):
-		t.Fatal("the waiter did not take the free key within 5s of its connections coming back")
-	}
+	o := obtainedWithin(t, admin, key, got, 5*time.Second, "the waiter did not take the free key within 5s of its connections coming back")
+	t.Logf("the waiter took the key %v after its connections came back", o.at.Sub(healed))
+	_ = o.l.Unlock(ctx)
 }
