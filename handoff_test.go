@@ -549,3 +549,35 @@ func TestHandOffResubscribe(t *testing.T) {
 	t.Logf("the waiter took the key %v after its connections came back", o.at.Sub(healed))
 	_ = o.l.Unlock(ctx)
 }
+
+// TestHandOffOrder: the key goes to the call that has waited longest, then
+// to the next: two Redlocks queue one after the other, and each release
+// hands it to the first still waiting.
+func TestHandOffOrder(t *testing.T) {
+	ctx := context.Background()
+	admin := clients(t, masters.Addrs())
+	holder := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
+	first := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
+	second := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
+	key := testKey(t)
+	l := mustLock(t, holder, key)
+	settle(holder)
+	got1 := lockAsync(t, ctx, first, key)
+	waitRegistered(t, admin, key, 1)
+	got2 := lockAsync(t, ctx, second, key)
+	waitRegistered(t, admin, key, 2)
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o1 := obtainedWithin(t, admin, key, got1, 5*time.Second, "the first waiter did not get the key within 5s")
+	select {
+	case o2 := <-got2:
+		t.Fatalf("the second waiter got the key (err %v) while the first held it", o2.err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := o1.l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o2 := obtainedWithin(t, admin, key, got2, 5*time.Second, "the second waiter did not get the key within 5s of the first's release")
+	_ = o2.l.Unlock(ctx)
+}
