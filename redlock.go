@@ -210,9 +210,11 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (_ *Lock
 		ticket = h.place
 		remote = true
 		w, _ = r.waiters.join(key, released)
-		if l, ok, err := r.await(ctx, w, h, &cfg, r.jitter(cfg.maxBackoff)); l != nil || !ok {
-			won, held = l != nil, l
-			return l, err
+		if l, stop := r.await(ctx, w, h, &cfg, r.jitter(cfg.maxBackoff)); l != nil {
+			won, held = true, l
+			return l, nil
+		} else if stop != nil {
+			return nil, joinCtx(ErrNotObtained, stop)
 		}
 	} else if queued && cfg.owner == "" {
 		// A call with an owner tries once before it queues: it may nest in
@@ -221,11 +223,10 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (_ *Lock
 		// (missed), wait for our turn.
 		var missed bool
 		w, missed = r.waiters.join(key, released)
-		if !missed && !w.wait(ctx.Done(), r.closing, r.waiters.pause(key, w, r.jitter(backoff), cfg.maxBackoff)) {
-			return nil, joinCtx(ErrNotObtained, ctx.Err())
-		}
-		if r.closed.Load() {
-			return nil, errors.Join(ErrNotObtained, ErrClosed)
+		if !missed {
+			if _, stop := r.await(ctx, w, nil, &cfg, r.waiters.pause(key, w, r.jitter(backoff), cfg.maxBackoff)); stop != nil {
+				return nil, joinCtx(ErrNotObtained, stop)
+			}
 		}
 	} else if channel := r.yield(ctx, key, &cfg); channel != "" {
 		// This Redlock's last release of key woke another Redlock, which is
@@ -242,9 +243,11 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (_ *Lock
 		r.startPhase(context.WithoutCancel(ctx), deadline, false, q)
 		remote = true
 		w, _ = r.waiters.join(key, released)
-		if l, ok, err := r.await(ctx, w, h, &cfg, r.jitter(cfg.maxBackoff)); l != nil || !ok {
-			won, held = l != nil, l
-			return l, err
+		if l, stop := r.await(ctx, w, h, &cfg, r.jitter(cfg.maxBackoff)); l != nil {
+			won, held = true, l
+			return l, nil
+		} else if stop != nil {
+			return nil, joinCtx(ErrNotObtained, stop)
 		}
 	}
 	for n := 1; ; n++ {
@@ -289,13 +292,13 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (_ *Lock
 			// The key comes by hand-off: the backoff only covers a lost one.
 			pause = r.jitter(cfg.maxBackoff)
 		}
-		l, ok, werr := r.await(ctx, w, h, &cfg, pause)
+		l, stop := r.await(ctx, w, h, &cfg, pause)
 		if l != nil {
 			won, held = true, l
 			return l, nil
 		}
-		if !ok {
-			return nil, joinCtx(err, werr)
+		if stop != nil {
+			return nil, joinCtx(err, stop)
 		}
 		backoff = min(backoff, cfg.maxBackoff/2) * 2 // no overflow, whatever the bounds
 		backoff = max(backoff, cfg.minBackoff)
@@ -303,10 +306,9 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (_ *Lock
 }
 
 // await waits up to pause for w's wake-up, or for the key to be handed to
-// the call h (nil: none). It returns the lock when it was handed, else
-// whether to go on trying; when not, err says why (ctx's error, or
-// ErrClosed).
-func (r *Redlock) await(ctx context.Context, w *waiter, h *handoff, cfg *config, pause time.Duration) (l *Lock, ok bool, err error) {
+// the call h (nil: none). It returns the lock when it was handed, else why
+// the call must stop waiting (ctx's error, or ErrClosed), else nil: try.
+func (r *Redlock) await(ctx context.Context, w *waiter, h *handoff, cfg *config, pause time.Duration) (l *Lock, stop error) {
 	var hand <-chan struct{}
 	if h != nil {
 		hand = h.wake
@@ -328,10 +330,10 @@ func (r *Redlock) await(ctx context.Context, w *waiter, h *handoff, cfg *config,
 			l, partial := h.take(cfg)
 			if l != nil {
 				r.handed(ctx, h, l, cfg)
-				return l, true, nil
+				return l, nil
 			}
 			if h.retried() {
-				return nil, true, nil // see poke
+				return nil, nil // see poke
 			}
 			if partial && !graced {
 				graced = true
@@ -340,19 +342,19 @@ func (r *Redlock) await(ctx context.Context, w *waiter, h *handoff, cfg *config,
 			continue // a notice of an earlier registration's, or too few
 		case <-r.closing:
 		case <-ctx.Done():
-			return nil, false, joinCtx(ErrNotObtained, ctx.Err())
+			return nil, ctx.Err()
 		}
 		if r.closed.Load() {
-			return nil, false, errors.Join(ErrNotObtained, ErrClosed)
+			return nil, ErrClosed
 		}
 		// Handed by a quorum while woken otherwise: take it.
 		if h != nil {
 			if l, _ := h.take(cfg); l != nil {
 				r.handed(ctx, h, l, cfg)
-				return l, true, nil
+				return l, nil
 			}
 		}
-		return nil, true, nil
+		return nil, nil
 	}
 }
 

@@ -213,21 +213,3 @@ func notify(w *waiter) {
 	default: // already has one pending
 	}
 }
-
-// wait blocks until w is woken, d has passed, closing is closed (the
-// Redlock is closing: the caller checks), or done is closed; it returns false
-// in the last case.
-func (w *waiter) wait(done, closing <-chan struct{}, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-w.wake:
-		return true
-	case <-t.C:
-		return true
-	case <-closing:
-		return true
-	case <-done:
-		return false
-	}
-}
