@@ -88,14 +88,7 @@ func (e *env) closeClients() error {
 // remove (see the report's LEAKED column), and that would be the harness's
 // doing. ctx ends the loop at once (Ctrl-C).
 func (e *env) work(ctx context.Context, stop <-chan struct{}, c *client) {
-	for {
-		select {
-		case <-stop:
-			return
-		case <-ctx.Done():
-			return
-		default:
-		}
+	for !stopped(ctx, stop) {
 		e.gate.RLock()
 		key := e.keys[rand.IntN(len(e.keys))]
 		if h := e.acquire(ctx, c, key, e.ttl); h != nil {
@@ -271,4 +264,17 @@ func (e *env) left() time.Duration {
 		return max(time.Until(e.end), time.Hour)
 	}
 	return time.Until(e.end)
+}
+
+// stopped reports whether a client loop must end: stop is closed (the
+// scenario is over) or ctx ended (Ctrl-C).
+func stopped(ctx context.Context, stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	case <-ctx.Done():
+		return true
+	default:
+		return false
+	}
 }

@@ -40,14 +40,7 @@ func (e *env) extendWork(ctx context.Context, stop <-chan struct{}, c *client, k
 	if kind == extendAuto {
 		opts = append(opts, redlock.WithAutoExtend())
 	}
-	for {
-		select {
-		case <-stop:
-			return
-		case <-ctx.Done():
-			return
-		default:
-		}
+	for !stopped(ctx, stop) {
 		e.gate.RLock()
 		if h := e.acquire(ctx, c, extendKey, 2*e.ttl, opts...); h != nil {
 			e.holdExtended(ctx, stop, h, kind)

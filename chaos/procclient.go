@@ -224,14 +224,7 @@ func (p *procs) work(ctx context.Context, stop <-chan struct{}, client int) {
 	for _, a := range p.e.cl.Addrs() {
 		masters = append(masters, "redis://"+a)
 	}
-	for {
-		select {
-		case <-stop:
-			return
-		case <-ctx.Done():
-			return
-		default:
-		}
+	for !stopped(ctx, stop) {
 		p.e.gate.RLock()
 		key := p.e.keys[rand.IntN(len(p.e.keys))]
 		p.run(client, key, strings.Join(masters, ","))
