@@ -138,6 +138,7 @@ func TestHandOffDirect(t *testing.T) {
 	if err := o.l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
+	settle(waiter) // Unlock returns at a quorum: the release reached every master
 	if n := count(holders(t, admin, key), o.l.Value()); n != 0 {
 		t.Errorf("%d masters still hold the value after Unlock", n)
 	}

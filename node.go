@@ -193,17 +193,22 @@ var (
 	holdLua string
 	//go:embed lua/handoff.lua
 	handoffLua string
+	//go:embed lua/handon.lua
+	handonLua string
 
-	releaseSrc       any = script(releaseLua)
+	// The scripts that can free a key start with the hand-off routine.
+	releaseSrc       any = script(handonLua, releaseLua)
 	extendSrc        any = script(extendLua)
 	acquireFencedSrc any = script(acquireFencedLua)
 	raiseFenceSrc    any = script(raiseFenceLua)
-	holdSrc          any = script(holdLua)
-	handoffSrc       any = script(handoffLua)
+	holdSrc          any = script(handonLua, holdLua)
+	handoffSrc       any = script(handonLua, handoffLua)
 )
 
-// script returns a Lua file's code without its comment lines and
-// indentation, boxed once: the master hashes every EVAL's script.
+// script returns Lua files' code, one after the other, without comment
+// lines and indentation: the master hashes every EVAL's script. A routine
+// that several scripts need is a file of its own put in front of each
+// (handon.lua), never a copy.
 //
 // Scripts go to the master with EVAL, never EVALSHA: a master that lost its
 // script cache (a restart, SCRIPT FLUSH) answers EVALSHA with NOSCRIPT, and
@@ -211,11 +216,13 @@ var (
 // it — a rollback could run before the acquire it undoes. EVAL costs the
 // script's bytes on the wire (the master looks it up by hash in its cache)
 // and needs no permission beyond +eval.
-func script(src string) string {
+func script(srcs ...string) string {
 	var b strings.Builder
-	for line := range strings.Lines(src) {
-		if line = strings.TrimLeft(line, " \t"); line != "\n" && !strings.HasPrefix(line, "--") {
-			b.WriteString(line)
+	for _, src := range srcs {
+		for line := range strings.Lines(src) {
+			if line = strings.TrimLeft(line, " \t"); line != "\n" && !strings.HasPrefix(line, "--") {
+				b.WriteString(line)
+			}
 		}
 	}
 	return b.String()

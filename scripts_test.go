@@ -33,7 +33,7 @@ func TestScriptFlushKeepsOrder(t *testing.T) {
 	if err := admin.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := admin.Eval(ctx, releaseLua, []string{testKey(t), WaitKey(testKey(t))}, "x", "", 0).Err(); err != nil {
+	if err := admin.Eval(ctx, releaseSrc.(string), []string{testKey(t), WaitKey(testKey(t))}, "x", "", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	px.SetLatency(150 * time.Millisecond)

@@ -10,7 +10,7 @@
 --
 -- An owned lock's key (a hash, see hold.lua) is not ours: GET's WRONGTYPE
 -- error is a refusal. Any other error (an ACL refusal) stays an error.
-local k, q, P = KEYS[1], KEYS[2], redis.pcall
+local k, q = KEYS[1], KEYS[2]
 local v = P('GET', k)
 if type(v) == 'table' and v.err and not v.err:find('WRONGTYPE', 1, true) then
   return v
@@ -63,29 +63,14 @@ end
 -- A call that queues while the key is free (its holder released it after
 -- the call's attempt was refused) would wait for a release that does not
 -- come: the key is handed at once, as if freed now. The rest is
--- release.lua's hand-off.
+-- hand-off (handon.lua), which skips the releasing Redlock's calls unless
+-- this one queued again.
 if n == 1 or v == false and again then
-  for _, m in ipairs(P('ZRANGE', q, 0, 7)) do
-    local c, h, t, r = m:match('^([^|]*)|([^|]+)|(%d+)|(%d+)$')
-    c = c or m
-    if c ~= ch or again then
-      local msg, ok = 'w' .. k, true
-      if h then
-        msg = 'h' .. h .. '|' .. r .. '|' .. k
-        ok = P('SET', k, h .. '#' .. r, 'PX', t).ok == 'OK'
-      end
-      ok = ok and (tonumber(P('PUBLISH', c, msg)) or 0) > 0
-      if h or not ok then
-        P('ZREM', q, m)
-      end
-      if ok then
-        woke = 2
-        break
-      elseif h then
-        P('DEL', k)
-      end
-    end
+  local skip = ch
+  if again then
+    skip = ''
   end
+  woke = handon(k, q, skip)
 end
 if bh and woke == 2 then
   P('ZADD', q, pl, me)

@@ -162,38 +162,9 @@ if op == 'release' then
     redis.pcall('ZREM', KEYS[2], channel)
   end
   if freed then
-    -- The key is gone: as in release.lua, the first call queued is told,
-    -- and one queued for a hand-off is handed the key.
-    local q = redis.pcall('ZRANGE', KEYS[2], 0, 7)
-    if type(q) ~= 'table' then
-      q = {}
-    end
-    for _, m in ipairs(q) do
-      local c, h, ttl, r = string.match(m, '^([^|]*)|([^|]+)|(%d+)|(%d+)$')
-      if not c then
-        c = m
-      end
-      local msg, set = 'w' .. key, true
-      if h then
-        msg = 'h' .. h .. '|' .. r .. '|' .. key
-        set = redis.pcall('SET', key, h .. '#' .. r, 'PX', ttl)
-        set = type(set) == 'table' and set.ok == 'OK'
-      end
-      if set then
-        local got = redis.pcall('PUBLISH', c, msg)
-        if type(got) == 'number' and got > 0 then
-          if h then
-            redis.pcall('ZREM', KEYS[2], m)
-          end
-          woke = 2
-          break
-        end
-        if h then
-          redis.call('DEL', key)
-        end
-      end
-      redis.pcall('ZREM', KEYS[2], m)
-    end
+    -- The key is gone: as in release.lua, the first call queued is told
+    -- (handon.lua), skipping this Redlock's own, which its Unlock wakes.
+    woke = handon(key, KEYS[2], channel)
   end
   if ARGV[4] ~= '0' then
     redis.pcall('ZADD', KEYS[2], ARGV[4], channel)

@@ -8,7 +8,7 @@
 --
 -- An owned lock's key (a hash, see hold.lua) is not ours: GET's WRONGTYPE
 -- error is a refusal. Any other error (an ACL refusal) stays an error.
-local k, q, P = KEYS[1], KEYS[2], redis.pcall
+local k, q = KEYS[1], KEYS[2]
 local v = P('GET', k)
 if type(v) == 'table' and v.err and not v.err:find('WRONGTYPE', 1, true) then
   return v
@@ -32,31 +32,10 @@ end
 if ch ~= '' then
   P('ZREM', q, ch)
 end
--- The first call queued is told, skipping the releasing Redlock's (it
--- wakes its own goroutines itself). One that nobody listens for any more
--- (its process died) is dropped, and the next told.
+-- The first call queued is told (handon.lua), skipping the releasing
+-- Redlock's own: it wakes its own goroutines itself.
 if n == 1 then
-  for _, m in ipairs(P('ZRANGE', q, 0, 7)) do
-    local c, h, t, r = m:match('^([^|]*)|([^|]+)|(%d+)|(%d+)$')
-    c = c or m
-    if c ~= ch then
-      local msg, ok = 'w' .. k, true
-      if h then
-        msg = 'h' .. h .. '|' .. r .. '|' .. k
-        ok = P('SET', k, h .. '#' .. r, 'PX', t).ok == 'OK'
-      end
-      ok = ok and (tonumber(P('PUBLISH', c, msg)) or 0) > 0
-      if h or not ok then
-        P('ZREM', q, m)
-      end
-      if ok then
-        woke = 2
-        break
-      elseif h then
-        P('DEL', k)
-      end
-    end
-  end
+  woke = handon(k, q, ch)
 end
 if pl ~= '0' then
   P('ZADD', q, pl, ch)
