@@ -53,6 +53,9 @@ type handoff struct {
 	// stale withdraws a registration that an Unlock left behind the next
 	// call (see [wakeups.stay]) when no Lock call took it over in time.
 	stale *time.Timer
+	// expiry drops the entry of a call that took its lock by hand-off once
+	// that lock ended (see keep). Guarded by the wakeups' handsMu.
+	expiry *time.Timer
 }
 
 // handable reports whether a call with cfg waits for hand-offs: plain
@@ -137,43 +140,87 @@ func (h *handoff) handed(reg uint64, i int) bool {
 
 // take returns the lock the call holds when a quorum of masters handed it
 // the key under its latest registration with more than the minimum
-// validity left; nil otherwise. partial reports that some masters did.
-func (h *handoff) take(cfg *config) (l *Lock, partial bool) {
+// validity left; nil otherwise. partial reports that fewer than a quorum
+// did; stale that a quorum did, under a registration too old to leave the
+// minimum validity (the call must register again, which its next attempt's
+// rollback does: the key is then handed to it afresh).
+func (h *handoff) take(cfg *config) (l *Lock, partial, stale bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.counting || h.count < h.r.quorum {
-		return nil, h.counting && h.count > 0
+		return nil, h.counting && h.count > 0, false
 	}
 	until, _, valid := cfg.deadline(h.regStart, h.r.clock.Now())
 	if !valid {
-		return nil, false // the next attempt registers again
+		return nil, false, true
 	}
 	l = &Lock{r: h.r, key: h.key, value: handValue(h.value, h.reg), cfg: *cfg, ttl: cfg.ttl,
 		until: until, last: h.regDeadline, h: h}
 	l.boxedKey, l.boxedValue = l.key, l.value
 	h.held = l
-	return l, false
+	return l, false, false
 }
 
 // end is called when the call ends, having taken the lock l (nil: it gave
 // up). Hand-offs that come later for a call that did not take the key by
-// hand-off are released.
+// hand-off are released. One that did keeps its entry, for the masters
+// that hand it the key late, until l ends (see keep).
 func (w *wakeups) end(h *handoff, l *Lock) {
 	h.mu.Lock()
 	h.done = true
 	byHand := h.held != nil && h.held == l
 	h.mu.Unlock()
 	if !byHand {
-		w.forget(h.value)
+		w.forget(h)
+		return
 	}
+	w.keep(h, l)
 }
 
-// forget drops hand-off value v from the table: later hand-offs to it are
-// released.
-func (w *wakeups) forget(v string) {
+// keep drops h, whose call took l by hand-off, from the table once l has
+// ended: at its Until, or later if an Extend moved it. An Unlock of l that
+// queues h again (stay) takes it over; one that does not drops it.
+func (w *wakeups) keep(h *handoff, l *Lock) {
+	var check func()
+	check = func() {
+		h.mu.Lock()
+		mine := h.held == l
+		h.mu.Unlock()
+		if !mine {
+			return // queued again by the Unlock of l (stay)
+		}
+		l.mu.Lock()
+		left := l.until.Sub(l.r.clock.Now())
+		ended := l.released || l.end != nil
+		l.mu.Unlock()
+		w.handsMu.Lock()
+		defer w.handsMu.Unlock()
+		if !ended && left > 0 && w.hands[h.value] == h {
+			h.expiry.Reset(left)
+			return
+		}
+		w.forgetLocked(h)
+	}
 	w.handsMu.Lock()
 	defer w.handsMu.Unlock()
-	delete(w.hands, v)
+	h.expiry = time.AfterFunc(l.until.Sub(l.r.clock.Now()), check)
+}
+
+// forget drops h from the table: later hand-offs to it are released.
+func (w *wakeups) forget(h *handoff) {
+	w.handsMu.Lock()
+	defer w.handsMu.Unlock()
+	w.forgetLocked(h)
+}
+
+func (w *wakeups) forgetLocked(h *handoff) {
+	if w.hands[h.value] == h {
+		delete(w.hands, h.value)
+	}
+	if h.expiry != nil {
+		h.expiry.Stop()
+		h.expiry = nil
+	}
 }
 
 // handedTo is a hand-off from master i: payload is "hand|reg|key".
@@ -225,6 +272,10 @@ func (w *wakeups) stay(h *handoff, place int64, deadline time.Time) uint64 {
 		w.hands = make(map[string]*handoff)
 	}
 	w.hands[h.value] = h
+	if h.expiry != nil { // queued again: no longer the entry of a handed lock (keep)
+		h.expiry.Stop()
+		h.expiry = nil
+	}
 	if w.standing == nil {
 		w.standing = make(map[string]*handoff)
 	}
@@ -311,7 +362,7 @@ func (h *handoff) retried() bool {
 // unqueue is true (w.handsMu held).
 func (w *wakeups) dropLocked(h *handoff, unqueue bool) {
 	delete(w.standing, h.key)
-	delete(w.hands, h.value)
+	w.forgetLocked(h)
 	if h.stale != nil {
 		h.stale.Stop()
 		h.stale = nil

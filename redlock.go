@@ -178,197 +178,27 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (_ *Lock
 		ctx, c = r.startCall(ctx, CallLock, key)
 		defer func() { r.endCall(ctx, c, cfg.attempt, held, err) }()
 	}
-	// Goroutines of this process already waiting for key go first (see
-	// [waiters]); w is our place in that queue once we wait too.
-	backoff := cfg.minBackoff
-	var w *waiter
-	// remote: this call queued the Redlock for the key's wake-ups on the
-	// masters (see [wakeups]); won: the call took the lock.
-	var remote, won bool
-	// ticket is this call's place in the key's queues on the masters: when
-	// it started, so that every master keeps the waiting Redlocks in the
-	// same order (an order only: wall-clock time is never used for validity).
-	ticket := time.Now().UnixMicro()
-	// h is this call's registration for hand-offs (see [handoff]), made
-	// when it first queues on the masters (plain locks only).
-	var h *handoff
-	defer func() {
-		if h != nil {
-			r.wake.end(h, held)
-			if !won && h.registered() {
-				r.unhand(h, cfg.nodeTimeout) // gave up: off the queues, and the key back where handed
-			}
-		}
-		if w != nil && r.waiters.leave(key, w) && remote && !won {
-			r.unqueue(key, cfg.nodeTimeout) // the last local waiter gave up
-		}
-	}()
-	queued, released := r.waiters.peek(key)
-	if h = r.wake.adopt(key, &cfg); h != nil {
-		// This Redlock's last Unlock of key handed it to another call and
-		// queued us behind it (see [wakeups.stay]): wait for our turn.
-		ticket = h.place
-		remote = true
-		w, _ = r.waiters.join(key, released)
-		if l, stop := r.await(ctx, w, h, &cfg, r.jitter(cfg.maxBackoff)); l != nil {
-			won, held = true, l
-			return l, nil
-		} else if stop != nil {
-			return nil, joinCtx(ErrNotObtained, stop)
-		}
-	} else if queued && cfg.owner == "" {
-		// A call with an owner tries once before it queues: it may nest in
-		// a hold of its owner, which the goroutines queued here wait for.
-		// Unless the queue emptied and the key was released meanwhile
-		// (missed), wait for our turn.
-		var missed bool
-		w, missed = r.waiters.join(key, released)
-		if !missed {
-			if _, stop := r.await(ctx, w, nil, &cfg, r.waiters.pause(key, w, r.jitter(backoff), cfg.maxBackoff)); stop != nil {
-				return nil, joinCtx(ErrNotObtained, stop)
-			}
-		}
-	} else if channel := r.yield(ctx, key, &cfg); channel != "" {
-		// This Redlock's last release of key woke another Redlock, which is
-		// taking it now: trying at once would race it (split votes, both
-		// rolled back). Queue behind the Redlocks waiting before us instead,
-		// and wait for our wake-up (or the backoff, if it does not come).
-		q := Request{Op: OpRelease, Key: key, Waiter: channel, Place: ticket}
-		deadline := time.Now().Add(cfg.nodeTimeout)
-		if handable(&cfg) {
-			h = r.wake.newHandoff(key, ticket, cfg.ttl)
-			q.Hand, q.TTL = h.value, cfg.ttl
-			q.Reg = h.register(deadline)
-		}
-		r.startPhase(context.WithoutCancel(ctx), deadline, false, q)
-		remote = true
-		w, _ = r.waiters.join(key, released)
-		if l, stop := r.await(ctx, w, h, &cfg, r.jitter(cfg.maxBackoff)); l != nil {
-			won, held = true, l
-			return l, nil
-		} else if stop != nil {
-			return nil, joinCtx(ErrNotObtained, stop)
-		}
-	}
+	// The call's place while it waits, and all that can end the wait.
+	t := r.newTurn(ctx, key, &cfg)
+	defer func() { t.end(held) }()
+	err = ErrNotObtained
 	for n := 1; ; n++ {
-		_, listening := r.wake.name()
-		var place int64
-		if listening {
-			place = ticket
-			if h == nil && handable(&cfg) {
-				h = r.wake.newHandoff(key, ticket, cfg.ttl)
-			}
-		}
-		cfg.attempt = int32(min(n, math.MaxInt32))
-		l, err := r.acquire(ctx, key, &cfg, place, h)
-		remote = remote || listening
-		if err == nil {
-			won = true
+		if l, stop := t.wait(ctx); l != nil {
 			held = l
 			return l, nil
+		} else if stop != nil {
+			return nil, joinCtx(err, stop)
+		}
+		cfg.attempt = int32(min(n, math.MaxInt32))
+		if held, err = t.attempt(ctx); err == nil {
+			return held, nil
 		}
 		if ctx.Err() != nil || (cfg.maxAttempts > 0 && n >= cfg.maxAttempts) {
 			return nil, joinCtx(err, ctx.Err())
 		}
-		if w == nil {
-			// Our first attempt failed: queue up, unless the key was
-			// released while it was out (see [waiters]); then try again.
-			var missed bool
-			if w, missed = r.waiters.join(key, released); missed {
-				continue
-			}
-		}
-		if !listening {
-			// This Redlock's first wait subscribes; a release may have come
-			// since the attempt, before anyone listened: once listening,
-			// try again at once, and the rollback queues us.
-			r.wake.start(ctx, key, cfg.nodeTimeout)
-			if _, listening = r.wake.name(); listening {
-				continue
-			}
-		}
-		pause := r.waiters.pause(key, w, r.jitter(backoff), cfg.maxBackoff)
-		if h.registered() {
-			// The key comes by hand-off: the backoff only covers a lost one.
-			pause = r.jitter(cfg.maxBackoff)
-		}
-		l, stop := r.await(ctx, w, h, &cfg, pause)
-		if l != nil {
-			won, held = true, l
-			return l, nil
-		}
-		if stop != nil {
-			return nil, joinCtx(err, stop)
-		}
-		backoff = min(backoff, cfg.maxBackoff/2) * 2 // no overflow, whatever the bounds
-		backoff = max(backoff, cfg.minBackoff)
+		t.refused(ctx)
 	}
 }
-
-// await waits up to pause for w's wake-up, or for the key to be handed to
-// the call h (nil: none). It returns the lock when it was handed, else why
-// the call must stop waiting (ctx's error, or ErrClosed), else nil: try.
-func (r *Redlock) await(ctx context.Context, w *waiter, h *handoff, cfg *config, pause time.Duration) (l *Lock, stop error) {
-	var hand <-chan struct{}
-	if h != nil {
-		hand = h.wake
-	}
-	t := time.NewTimer(pause)
-	defer t.Stop()
-	graced := false
-	for {
-		select {
-		case <-w.wake:
-		case <-t.C:
-		case <-hand:
-			// A master handed us the key: once a quorum did, it is ours;
-			// until then, wait on (the others' word comes with the same
-			// release), for handGrace at most: after that, the others
-			// will not hand it (their queues differ), and an attempt
-			// sorts it out (its rollback registers again, and the first
-			// queued gets the key on every master it frees).
-			l, partial := h.take(cfg)
-			if l != nil {
-				r.handed(ctx, h, l, cfg)
-				return l, nil
-			}
-			if h.retried() {
-				return nil, nil // see poke
-			}
-			if partial && !graced {
-				graced = true
-				t.Reset(handGrace)
-			}
-			continue // a notice of an earlier registration's, or too few
-		case <-r.closing:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if r.closed.Load() {
-			return nil, ErrClosed
-		}
-		// Handed by a quorum while woken otherwise: take it.
-		if h != nil {
-			if l, _ := h.take(cfg); l != nil {
-				r.handed(ctx, h, l, cfg)
-				return l, nil
-			}
-		}
-		return nil, nil
-	}
-}
-
-// handed starts the life of l, a lock handed to the call h.
-func (r *Redlock) handed(ctx context.Context, h *handoff, l *Lock, cfg *config) {
-	if cfg.autoExtend {
-		r.sched.place(l, time.Time{})
-	}
-	r.attempted(ctx, nil, l.key, cfg, h.regStart, l, nil)
-}
-
-// handGrace is how long a call that some masters handed the key to waits
-// for a quorum of them before it makes an attempt.
-const handGrace = 5 * time.Millisecond
 
 // unhand takes the call h, which gave up, off the key's queues on every
 // master, and releases the key where it was handed to it, in the

@@ -671,10 +671,10 @@ func redisInt(s string) (int64, bool) {
 	return n, err == nil
 }
 
-// handOnLocked is the scripts' hand-off loop, run when the key is free: the
-// first entries of the queue (ZRANGE 0 7) are told in turn until one
-// listens. skip (release.lua, handoff.lua) passes over the entries of
-// channel ch; hold.lua passes none. It reports whether one was told.
+// handOnLocked is lua/handon.lua, run when the key is free: the first
+// entries of the queue (ZRANGE 0 7) are told in turn until one listens.
+// skip passes over the entries of channel ch (handoff.lua passes none when
+// the call queued again). It reports whether one was told.
 func (m *simMaster) handOnLocked(key, wk, ch string, skip bool, now int64) bool {
 	for _, e := range m.zrangeLocked(wk, 7, now) {
 		c, h, t, r, hand := parseEntry(e)
@@ -814,7 +814,7 @@ func (m *simMaster) holdReleaseLocked(q Request) (ok, woke bool) {
 		m.zremLocked(wk, ch, now)
 	}
 	if freed {
-		woke = m.handOnLocked(key, wk, ch, false, now)
+		woke = m.handOnLocked(key, wk, ch, true, now)
 	}
 	if q.Place != 0 {
 		m.zaddLocked(wk, float64(q.Place), ch, now)

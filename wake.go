@@ -231,6 +231,11 @@ func (w *wakeups) close() {
 	for _, h := range w.standing {
 		w.dropLocked(h, true) // and the key back, where it was handed
 	}
+	// No hand-off reaches this Redlock any more: the entries of waiting
+	// calls (they end with ErrClosed) and of locks taken by hand-off go.
+	for _, h := range w.hands {
+		w.forgetLocked(h)
+	}
 	w.handsMu.Unlock()
 	for _, ps := range w.subs {
 		if ps != nil {

@@ -68,7 +68,7 @@ end
 if n == 1 or v == false and again then
   local skip = ch
   if again then
-    skip = ''
+    skip = nil -- no entry is skipped
   end
   woke = handon(k, q, skip)
 end

@@ -4,7 +4,8 @@
 -- handon(k, q, skip) is called once key k was freed on this master. q is
 -- the key's queue of waiting Lock calls, a sorted set by place (the time
 -- the call started, so that every master keeps them in the same order).
--- The first entry not of channel skip is told, at most 8 looked at:
+-- The first entry not of channel skip (nil: none skipped) is told, at
+-- most 8 looked at:
 --   - a Redlock's channel (a fenced or owned lock's waiting calls): it is
 --     woken ('w' and the key) and stays queued until its own release;
 --   - 'channel|hand|ttl|reg' (a plain lock's waiting call): the key is set

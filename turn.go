@@ -1,0 +1,213 @@
+package redlock
+
+import (
+	"context"
+	"time"
+)
+
+// turn is one Lock call's place while it waits for a key, and everything
+// that can end the wait: its place among this process's goroutines waiting
+// for the key ([waiters]), its registration in the key's queues on the
+// masters (a [handoff], plain locks), the wake-ups and hand-offs those bring,
+// and its backoff timer. Lock asks it one thing at a time — wait (it returns
+// the lock when the key was handed over, why to stop, or nothing: try now),
+// attempt, and after a refused attempt, refused — and ends it with end, on
+// every way the call ends.
+//
+// A waiting call's attempts are paced by its backoff whatever the masters
+// tell it: a local Unlock, a quorum of masters' wake-ups, or a hand-off by a
+// quorum act at once; a notice from fewer masters (the others may still hold
+// the key for someone else) cuts one wait of the call short to handGrace,
+// and later ones only to the backoff's current step.
+//
+// A turn belongs to one Lock call's goroutine: it needs no lock.
+type turn struct {
+	r   *Redlock
+	key string
+	cfg *config
+
+	w        *waiter  // its place in this process's queue for key; nil until it queues
+	released uint64   // the count of local releases of key before the first attempt (see waiters.join)
+	h        *handoff // its registration for hand-offs (plain locks); nil until the first one
+	ticket   int64    // its place in the masters' queues: when the call started, in µs
+	remote   bool     // its attempts queued this Redlock on the masters
+	listen   bool     // the Redlock listened for wake-ups at the last attempt
+
+	backoff time.Duration // the backoff's next step, before jitter
+	pause   time.Duration // how long the next wait lasts at most; 0: try at once
+	step    time.Duration // what a notice from fewer than a quorum cuts a wait to
+	hinted  bool          // such a notice cut a wait short to handGrace already
+}
+
+// handGrace is how long a call that some masters handed the key to waits
+// for a quorum of them before it makes an attempt, the first time.
+const handGrace = 5 * time.Millisecond
+
+// newTurn opens the place of a Lock call for key with cfg. Before its first
+// attempt, the call waits when goroutines of this process already wait for
+// the key (they go first), or when this Redlock's last release of the key
+// handed it to another Redlock (trying at once would race that one: split
+// votes, both rolled back); then it queues behind them.
+func (r *Redlock) newTurn(ctx context.Context, key string, cfg *config) *turn {
+	t := &turn{r: r, key: key, cfg: cfg, ticket: time.Now().UnixMicro(), backoff: cfg.minBackoff}
+	queued, released := r.waiters.peek(key)
+	t.released = released
+	if t.h = r.wake.adopt(key, cfg); t.h != nil {
+		// The Unlock queued this Redlock behind the next holder on the
+		// masters already (see [wakeups.stay]).
+		t.ticket, t.remote = t.h.place, true
+		t.w, _ = r.waiters.join(key, released)
+		t.pause = r.jitter(cfg.maxBackoff)
+		return t
+	}
+	if queued && cfg.owner == "" {
+		// A call with an owner tries once before it queues: it may nest in
+		// a hold of its owner, which the goroutines queued here wait for.
+		var missed bool
+		if t.w, missed = r.waiters.join(key, released); !missed {
+			t.pause = r.waiters.pause(key, t.w, r.jitter(t.backoff), cfg.maxBackoff)
+		}
+		return t
+	}
+	if channel := r.yield(ctx, key, cfg); channel != "" {
+		q := Request{Op: OpRelease, Key: key, Waiter: channel, Place: t.ticket}
+		deadline := time.Now().Add(cfg.nodeTimeout)
+		if handable(cfg) {
+			t.h = r.wake.newHandoff(key, t.ticket, cfg.ttl)
+			q.Hand, q.TTL = t.h.value, cfg.ttl
+			q.Reg = t.h.register(deadline)
+		}
+		r.startPhase(context.WithoutCancel(ctx), deadline, false, q)
+		t.remote = true
+		t.w, _ = r.waiters.join(key, released)
+		t.pause = r.jitter(cfg.maxBackoff)
+	}
+	return t
+}
+
+// attempt makes one acquire attempt for the call. Once the Redlock listens
+// for wake-ups, its rollback queues the call on the masters.
+func (t *turn) attempt(ctx context.Context) (*Lock, error) {
+	var place int64
+	if _, t.listen = t.r.wake.name(); t.listen {
+		place, t.remote = t.ticket, true
+		if t.h == nil && handable(t.cfg) {
+			t.h = t.r.wake.newHandoff(t.key, t.ticket, t.cfg.ttl)
+		}
+	}
+	return t.r.acquire(ctx, t.key, t.cfg, place, t.h)
+}
+
+// refused readies the next wait after a refused attempt: none when the key
+// was released locally while the attempt was out, or when the Redlock just
+// started listening for wake-ups (a release may have come before anyone
+// listened); else the backoff, which then grows.
+func (t *turn) refused(ctx context.Context) {
+	t.pause = 0
+	if t.w == nil {
+		var missed bool
+		if t.w, missed = t.r.waiters.join(t.key, t.released); missed {
+			return
+		}
+	}
+	if !t.listen {
+		t.r.wake.start(ctx, t.key, t.cfg.nodeTimeout)
+		if _, t.listen = t.r.wake.name(); t.listen {
+			return
+		}
+	}
+	t.step = t.r.jitter(t.backoff)
+	t.pause = t.r.waiters.pause(t.key, t.w, t.step, t.cfg.maxBackoff)
+	if t.h.registered() {
+		t.pause = t.r.jitter(t.cfg.maxBackoff) // the key comes by hand-off: the timer covers a lost one
+	}
+	t.backoff = max(min(t.backoff, t.cfg.maxBackoff/2)*2, t.cfg.minBackoff) // no overflow, whatever the bounds
+}
+
+// wait waits for the call's turn: up to its pause, for a local wake-up, or
+// for the key to be handed to it. It returns the lock when a quorum of
+// masters handed it the key, else why the call must stop (ctx's error, or
+// ErrClosed), else nil: try now.
+func (t *turn) wait(ctx context.Context) (*Lock, error) {
+	if t.pause == 0 {
+		return nil, nil
+	}
+	var wake, hand <-chan struct{}
+	if t.w != nil {
+		wake = t.w.wake
+	}
+	if t.h != nil {
+		hand = t.h.wake
+	}
+	due := time.Now().Add(t.pause)
+	timer := time.NewTimer(t.pause)
+	defer timer.Stop()
+	cut := false
+	for {
+		select {
+		case <-wake:
+		case <-timer.C:
+		case <-hand:
+			l, partial, stale := t.h.take(t.cfg)
+			switch {
+			case l != nil:
+				t.r.handed(ctx, t.h, l, t.cfg)
+				return l, nil
+			case stale, t.h.retried():
+				// Handed under a registration too old to leave the minimum
+				// validity, or hand-offs may never come (see poke): the
+				// attempt's rollback registers again.
+				return nil, nil
+			case partial && !cut:
+				// Fewer than a quorum: the others' word may come with the
+				// same release, or another holder keeps them (a split
+				// vote's loser freed only its own masters).
+				cut = true
+				d := t.step
+				if !t.hinted {
+					t.hinted, d = true, handGrace
+				}
+				if d < time.Until(due) {
+					timer.Reset(d)
+				}
+			}
+			continue
+		case <-t.r.closing:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if t.r.closed.Load() {
+			return nil, ErrClosed
+		}
+		if t.h != nil { // handed by a quorum while woken otherwise: take it
+			if l, _, _ := t.h.take(t.cfg); l != nil {
+				t.r.handed(ctx, t.h, l, t.cfg)
+				return l, nil
+			}
+		}
+		return nil, nil
+	}
+}
+
+// end closes the call's place, having taken held (nil: it gave up): off
+// this process's queue, and off the masters' queues (with the key given
+// back where it was handed) when it gave up.
+func (t *turn) end(held *Lock) {
+	if t.h != nil {
+		t.r.wake.end(t.h, held)
+		if held == nil && t.h.registered() {
+			t.r.unhand(t.h, t.cfg.nodeTimeout)
+		}
+	}
+	if t.w != nil && t.r.waiters.leave(t.key, t.w) && t.remote && held == nil {
+		t.r.unqueue(t.key, t.cfg.nodeTimeout) // the last local waiter gave up
+	}
+}
+
+// handed starts the life of l, a lock handed to the call h.
+func (r *Redlock) handed(ctx context.Context, h *handoff, l *Lock, cfg *config) {
+	if cfg.autoExtend {
+		r.sched.place(l, time.Time{})
+	}
+	r.attempted(ctx, nil, l.key, cfg, h.regStart, l, nil)
+}

@@ -1,0 +1,199 @@
+package redlock
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock/redlock/internal/redistest"
+)
+
+// Liveness of a waiting Lock call: what it sends while another holds the
+// key, what it leaves in memory after its lock ended, how long it sleeps on
+// a key a master handed it. Each test puts the masters into the state a
+// fault or a race leaves them in, by running the production release on
+// some of them only.
+
+// releaseOn runs the release of (key, value) on the masters behind admin
+// (a release that reached those masters only: a loser's rollback in a split
+// vote, or a holder's Unlock cut short) and checks it freed the key and
+// handed it on there.
+func releaseOn(t testing.TB, admin []*redis.Client, key, value string) {
+	t.Helper()
+	for _, c := range admin {
+		q := &Request{Op: OpRelease, Key: key, Value: value}
+		NewNode(c).Exec(context.Background(), []*Request{q})
+		if !q.OK || !q.Woke {
+			t.Fatalf("release on %s: OK %v, Woke %v, Err %v; want it to free the key and hand it on", c.Options().Addr, q.OK, q.Woke, q.Err)
+		}
+	}
+}
+
+// TestPartialHandOffKeepsBackoffPace: a minority of masters hands the key
+// to a waiting call while another holder keeps a quorum. The call cannot
+// take it before that holder releases; its attempts go back to its backoff's
+// pace (here 1 to 2 s) instead of trying every few milliseconds, and the
+// holder's release then hands it the rest.
+func TestPartialHandOffKeepsBackoffPace(t *testing.T) {
+	ctx := context.Background()
+	admin := clients(t, masters.Addrs())
+	holder := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
+	wcs := clients(t, masters.Addrs())
+	sets := &sentCounter{name: "set"}
+	for _, c := range wcs {
+		c.AddHook(sets)
+	}
+	waiter := newRedlock(t, nodesOf(t, wcs), WithBackoff(2*time.Second, 2*time.Second))
+	key := testKey(t)
+	l := mustLock(t, holder, key)
+	settle(holder)
+	got := lockAsync(t, ctx, waiter, key)
+	waitRegistered(t, admin, key, 1)
+	releaseOn(t, admin[3:], key, l.Value())
+	before := sets.n.Load()
+	const window = 2 * time.Second
+	time.Sleep(window)
+	// One attempt at once (a notice from some masters may come from a split
+	// among waiters), then one per backoff interval (at least 1 s).
+	if n, most := sets.n.Load()-before, int64(3*len(wcs)); n > most {
+		t.Errorf("the waiter sent %d SETs in %v while the holder kept a quorum; want at most %d (backoff pace)", n, window, most)
+	}
+	released := time.Now()
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o := obtainedWithin(t, admin, key, got, 5*time.Second, "the waiter did not get the key after the holder's release")
+	if d := o.at.Sub(released); d > time.Second {
+		t.Errorf("the waiter held the key %v after the release; want a hand-off, not its backoff", d)
+	}
+	if err := o.l.Unlock(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+// handsLen is the number of entries of r's table of hand-off calls, and of
+// registrations left queued behind a next holder.
+func handsLen(r *Redlock) int {
+	r.wake.handsMu.Lock()
+	defer r.wake.handsMu.Unlock()
+	return len(r.wake.hands) + len(r.wake.standing)
+}
+
+// TestHandOffTableEmptiesWhenLocksEnd: locks taken by hand-off and ended
+// every way a lock ends (Unlock, expiry with nobody watching, expiry while
+// watched, lost by auto-extend, Close) leave nothing in the Redlock's
+// tables.
+func TestHandOffTableEmptiesWhenLocksEnd(t *testing.T) {
+	ctx := context.Background()
+	admin := clients(t, masters.Addrs())
+	holder := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
+	waiter := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(5*time.Second, 5*time.Second))
+	const ttl = 300 * time.Millisecond
+	handed := func(opts ...Option) *Lock {
+		t.Helper()
+		key := testKey(t)
+		l := mustLock(t, holder, key)
+		settle(holder)
+		got := lockAsync(t, ctx, waiter, key, append([]Option{WithTTL(ttl)}, opts...)...)
+		waitRegistered(t, admin, key, 1)
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		o := obtainedWithin(t, admin, key, got, 5*time.Second, "no hand-off")
+		if !strings.Contains(o.l.Value(), "#") {
+			t.Fatalf("the waiter took %q by an attempt; the test needs a hand-off", o.l.Value())
+		}
+		return o.l
+	}
+	unlocked := handed()
+	if err := unlocked.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	handed()          // expires unwatched
+	<-handed().Done() // expires while watched
+	lost := handed(WithAutoExtend())
+	for _, c := range admin {
+		c.Del(ctx, lost.Key()) // the renewals find the key gone
+	}
+	<-lost.Done()
+	deadline := time.Now().Add(3 * ttl)
+	for handsLen(waiter) > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := handsLen(waiter); n != 0 {
+		t.Errorf("%d entries left in the hand-off tables after every handed lock ended", n)
+	}
+	closing := handed()
+	waiter.Close()
+	if n := handsLen(waiter); n != 0 {
+		t.Errorf("%d entries left in the hand-off tables after Close (a lock was held)", n)
+	}
+	_ = closing.Unlock(ctx)
+}
+
+// TestHandOffTooLateTriesAtOnce: with one master, a hand-off that comes
+// when the call's registration is too old to leave the minimum validity
+// (the key was held for most of the TTL since) makes the call try at once,
+// so it registers again and is handed the key with a fresh validity; it
+// does not sleep its backoff (10 s) while the master holds the key for it.
+func TestHandOffTooLateTriesAtOnce(t *testing.T) {
+	ctx := context.Background()
+	admin := clients(t, masters.Addrs()[:1])
+	holder := newRedlock(t, nodesOf(t, clients(t, masters.Addrs()[:1])))
+	waiter := newRedlock(t, nodesOf(t, clients(t, masters.Addrs()[:1])), WithBackoff(10*time.Second, 10*time.Second))
+	const ttl = 300 * time.Millisecond
+	key := testKey(t)
+	l := mustLock(t, holder, key)
+	got := lockAsync(t, ctx, waiter, key, WithTTL(ttl))
+	waitRegistered(t, admin, key, 1)
+	time.Sleep(ttl) // the registration is now older than the TTL allows
+	released := time.Now()
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o := obtainedWithin(t, admin, key, got, 15*time.Second, "no lock")
+	if d := o.at.Sub(released); d > time.Second {
+		t.Errorf("the waiter took the key %v after the release; want about a round trip, not its backoff", d)
+	}
+	if left := time.Until(o.l.Until()); left <= 0 {
+		t.Errorf("the lock came with no validity left (%v)", left)
+	}
+	_ = o.l.Unlock(ctx)
+}
+
+// TestOwnedReleaseSkipsOwnWaiter: an owned hold's release does not hand
+// the key to a plain Lock call of its own Redlock (the Unlock wakes that
+// call locally, and it takes the key with its own attempt); the masters
+// publish nothing.
+func TestOwnedReleaseSkipsOwnWaiter(t *testing.T) {
+	ctx := context.Background()
+	admin := clients(t, masters.Addrs())
+	r := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
+	key := testKey(t)
+	owned := mustLock(t, r, key, WithOwner("a"))
+	got := lockAsync(t, ctx, r, key)
+	waitRegistered(t, admin, key, 1)
+	published, err := redistest.Calls(ctx, admin, "publish")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := owned.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o := obtainedWithin(t, admin, key, got, 5*time.Second, "the plain waiter did not get the key")
+	settle(r)
+	after, err := redistest.Calls(ctx, admin, "publish")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := after - published; n != 0 {
+		t.Errorf("the masters published %d messages; the owned release must skip its own Redlock's waiter", n)
+	}
+	if strings.Contains(o.l.Value(), "#") {
+		t.Errorf("the waiter holds a hand-off (%q) from its own Redlock's release", o.l.Value())
+	}
+	_ = o.l.Unlock(ctx)
+}
