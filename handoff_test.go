@@ -64,13 +64,17 @@ func waitRegistered(t testing.TB, cs []*redis.Client, key string, n int) {
 
 // obtainedWithin returns the outcome of the Lock call behind got, a held lock, or
 // fails with msg (after logging each master's value and queue for key)
-// when it does not come within d.
+// when it does not come within d. A lock taken by hand-off has its keys'
+// TTLs checked (handedTTLs).
 func obtainedWithin(t testing.TB, admin []*redis.Client, key string, got <-chan obtained, d time.Duration, msg string) obtained {
 	t.Helper()
 	select {
 	case o := <-got:
 		if o.err != nil {
 			t.Fatal(o.err)
+		}
+		if strings.Contains(o.l.Value(), "#") {
+			handedTTLs(t, admin, o.l)
 		}
 		return o
 	case <-time.After(d):
@@ -82,6 +86,31 @@ func obtainedWithin(t testing.TB, admin []*redis.Client, key string, got <-chan 
 		}
 		t.Fatal(msg)
 		return obtained{}
+	}
+}
+
+// handedTTLs checks that each master holding l's value (a lock taken by
+// hand-off) keeps it at least until l's Until and for no more than its TTL:
+// a handed key that expires sooner is two holders; one that lives longer
+// blocks the key past a crashed holder's TTL.
+func handedTTLs(t testing.TB, admin []*redis.Client, l *Lock) {
+	t.Helper()
+	ctx := context.Background()
+	for _, c := range admin {
+		at := time.Now()
+		if v, _ := c.Get(ctx, l.Key()).Result(); v != l.Value() {
+			continue // handed later, or not at all, there
+		}
+		pttl, err := c.PTTL(ctx, l.Key()).Result()
+		if err != nil {
+			t.Fatalf("PTTL on %s: %v", c.Options().Addr, err)
+		}
+		if pttl > l.TTL() {
+			t.Errorf("master %s keeps the handed key for %v, more than the TTL %v", c.Options().Addr, pttl, l.TTL())
+		}
+		if expires := at.Add(pttl); expires.Before(l.Until()) {
+			t.Errorf("master %s lets the handed key expire %v before the holder's Until", c.Options().Addr, l.Until().Sub(expires))
+		}
 	}
 }
 
@@ -581,4 +610,107 @@ func TestHandOffOrder(t *testing.T) {
 	}
 	o2 := obtainedWithin(t, admin, key, got2, 5*time.Second, "the second waiter did not get the key within 5s of the first's release")
 	_ = o2.l.Unlock(ctx)
+}
+
+// callHandoff returns the registration of r's one Lock call waiting for a
+// hand-off of key.
+func callHandoff(t testing.TB, r *Redlock, key string) *handoff {
+	t.Helper()
+	r.wake.handsMu.Lock()
+	defer r.wake.handsMu.Unlock()
+	var found *handoff
+	for _, h := range r.wake.hands {
+		if h.key == key {
+			if found != nil {
+				t.Fatal("more than one call waits for the key")
+			}
+			found = h
+		}
+	}
+	if found == nil {
+		t.Fatal("no call waits for a hand-off of the key")
+	}
+	return found
+}
+
+// TestHandOffOlderRegistrationNotCounted: hand-offs under a call's earlier
+// registration (late words of masters that handed the key before the call
+// registered again) do not count towards its quorum: the key they set may
+// expire before a validity counted from the latest registration. Here every
+// master's word comes for registration 1 while the call waits under 2, and
+// the masters hold another's key: the call must not take a lock.
+func TestHandOffOlderRegistrationNotCounted(t *testing.T) {
+	ctx := context.Background()
+	admin := clients(t, masters.Addrs())
+	holder := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
+	waiter := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
+	key := testKey(t)
+	l := mustLock(t, holder, key)
+	settle(holder)
+	got := lockAsync(t, ctx, waiter, key)
+	waitRegistered(t, admin, key, 1)
+	h := callHandoff(t, waiter, key)
+	h.poke() // tries again: the rollback registers it again
+	deadline := time.Now().Add(5 * time.Second)
+	for h.current() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the call did not register again")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	settle(waiter)
+	for i := range admin {
+		waiter.wake.message("h"+h.value+"|1|"+key, i)
+	}
+	select {
+	case o := <-got:
+		t.Fatalf("the call took a lock (%v, %v) from hand-offs under its earlier registration; the masters hold %v",
+			o.l.Value(), o.err, holders(t, admin, key))
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o := obtainedWithin(t, admin, key, got, 5*time.Second, "the call did not get the key at the release")
+	if err := o.l.Unlock(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestHandOffAutoExtended: a lock taken by hand-off with auto-extend is
+// renewed like one taken by an attempt: after three of its TTLs it is still
+// valid, and every master holds it.
+func TestHandOffAutoExtended(t *testing.T) {
+	ctx := context.Background()
+	admin := clients(t, masters.Addrs())
+	holder := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
+	waiter := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
+	const ttl = 300 * time.Millisecond
+	key := testKey(t)
+	l := mustLock(t, holder, key)
+	settle(holder)
+	got := lockAsync(t, ctx, waiter, key, WithTTL(ttl), WithAutoExtend())
+	waitRegistered(t, admin, key, 1)
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o := obtainedWithin(t, admin, key, got, 5*time.Second, "no hand-off")
+	if !strings.Contains(o.l.Value(), "#") {
+		t.Fatalf("the call took %q by an attempt; the test needs a hand-off", o.l.Value())
+	}
+	time.Sleep(3 * ttl)
+	select {
+	case <-o.l.Done():
+		t.Fatalf("the handed lock was lost: %v", context.Cause(o.l.Context()))
+	default:
+	}
+	if left := time.Until(o.l.Until()); left <= 0 {
+		t.Errorf("the handed lock's validity ended %v ago; auto-extend must renew it", -left)
+	}
+	if n := count(holders(t, admin, key), o.l.Value()); n != len(admin) {
+		t.Errorf("%d of %d masters hold the handed lock after three TTLs", n, len(admin))
+	}
+	if err := o.l.Unlock(ctx); err != nil {
+		t.Error(err)
+	}
 }
