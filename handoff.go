@@ -47,7 +47,6 @@ type handoff struct {
 	counting    bool      // the masters' hand-offs under reg count: no attempt is out
 	seen        []bool    // masters that handed the key under reg
 	count       int
-	done        bool  // the call ended: later hand-offs are released
 	held        *Lock // the lock the call took by hand-off, if it did
 	retry       bool  // the call should try now rather than wait (see poke)
 	// stale withdraws a registration that an Unlock left behind the next
@@ -112,8 +111,8 @@ func (h *handoff) registered() bool {
 }
 
 // handed counts master i's hand-off under registration reg, and reports
-// false when nobody will use it: the call ended without taking the key
-// this way, so the key must be released there.
+// false when nobody will use it. The call is alive (w.handsMu held: h is
+// in the table, see [wakeups.end]).
 func (h *handoff) handed(reg uint64, i int) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -122,8 +121,6 @@ func (h *handoff) handed(reg uint64, i int) bool {
 		// Part of the lock the call holds by hand-off, unless that ended
 		// without an Unlock.
 		return h.r.clock.Now().Before(h.held.Until())
-	case h.done:
-		return false
 	case reg != h.reg || !h.counting || h.seen[i]:
 		// Under an older registration, or while an attempt is out: the
 		// call's next rollback deletes it and queues the call again.
@@ -166,21 +163,23 @@ func (h *handoff) take(cfg *config) (l *Lock, partial, stale bool) {
 // hand-off are released. One that did keeps its entry, for the masters
 // that hand it the key late, until l ends (see keep).
 func (w *wakeups) end(h *handoff, l *Lock) {
+	w.handsMu.Lock()
+	defer w.handsMu.Unlock()
 	h.mu.Lock()
-	h.done = true
 	byHand := h.held != nil && h.held == l
 	h.mu.Unlock()
 	if !byHand {
-		w.forget(h)
+		w.forgetLocked(h) // in the same critical section as handedTo's count
 		return
 	}
-	w.keep(h, l)
+	w.keepLocked(h, l)
 }
 
-// keep drops h, whose call took l by hand-off, from the table once l has
-// ended: at its Until, or later if an Extend moved it. An Unlock of l that
-// queues h again (stay) takes it over; one that does not drops it.
-func (w *wakeups) keep(h *handoff, l *Lock) {
+// keepLocked drops h, whose call took l by hand-off, from the table once
+// l has ended: at its Until, or later if an Extend moved it. An Unlock of l
+// that queues h again (stay) takes it over; one that does not drops it
+// (w.handsMu held).
+func (w *wakeups) keepLocked(h *handoff, l *Lock) {
 	var check func()
 	check = func() {
 		h.mu.Lock()
@@ -201,18 +200,11 @@ func (w *wakeups) keep(h *handoff, l *Lock) {
 		}
 		w.forgetLocked(h)
 	}
-	w.handsMu.Lock()
-	defer w.handsMu.Unlock()
 	h.expiry = time.AfterFunc(l.until.Sub(l.r.clock.Now()), check)
 }
 
-// forget drops h from the table: later hand-offs to it are released.
-func (w *wakeups) forget(h *handoff) {
-	w.handsMu.Lock()
-	defer w.handsMu.Unlock()
-	w.forgetLocked(h)
-}
-
+// forgetLocked drops h from the table: the call ended, and later
+// hand-offs to it are released (w.handsMu held).
 func (w *wakeups) forgetLocked(h *handoff) {
 	if w.hands[h.value] == h {
 		delete(w.hands, h.value)
@@ -236,8 +228,9 @@ func (w *wakeups) handedTo(payload string, i int) {
 	}
 	w.handsMu.Lock()
 	h := w.hands[hand]
+	kept := h != nil && h.key == key && h.handed(reg, i)
 	w.handsMu.Unlock()
-	if h != nil && h.key == key && h.handed(reg, i) {
+	if kept {
 		return
 	}
 	// Nobody takes it: release it at once (and hand it to the next call),
@@ -255,15 +248,27 @@ func handValue(hand string, reg uint64) string {
 	return hand + "#" + strconv.FormatUint(reg, 10)
 }
 
+// mark says that this Redlock's last Unlock of a key handed it to another
+// call, or woke another Redlock: until the mark lapses, its next Lock of
+// the key waits its turn behind that call rather than trying at once, which
+// would race it (split votes, both rolled back). h is the registration the
+// Unlock queued behind the next holder in its own script (stay), for the
+// next Lock to take over without a request of its own; nil when the Unlock
+// queued nothing: the next Lock then registers (see newTurn).
+type mark struct {
+	h     *handoff
+	until time.Time // the mark lapses then, a max backoff after the Unlock
+}
+
 // stay turns h, the registration of the call that took l, into one queued
 // behind the call the Unlock of l hands the key to (see Request.Behind), at
-// place, sent in a phase with deadline; it returns its number. A Lock call
-// of this Redlock for the key with the same TTL takes it over (adopt): a
-// loop that locks a contended key again at once waits its turn without
-// sending a registration of its own.
-func (w *wakeups) stay(h *handoff, place int64, deadline time.Time) uint64 {
+// place, sent in a phase with deadline; it returns its number. The mark it
+// leaves lets a Lock call of this Redlock for the key take it over (a loop
+// that locks a contended key again at once waits its turn without a
+// registration of its own); unlocked settles it once the Unlock is answered.
+func (w *wakeups) stay(h *handoff, place int64, deadline time.Time, maxBackoff time.Duration) uint64 {
 	h.mu.Lock()
-	h.held, h.done, h.place = nil, false, place
+	h.held, h.place = nil, place
 	h.mu.Unlock()
 	reg := h.register(deadline)
 	w.handsMu.Lock()
@@ -276,57 +281,79 @@ func (w *wakeups) stay(h *handoff, place int64, deadline time.Time) uint64 {
 		h.expiry.Stop()
 		h.expiry = nil
 	}
-	if w.standing == nil {
-		w.standing = make(map[string]*handoff)
-	}
-	if old := w.standing[h.key]; old != nil && old != h {
-		w.dropLocked(old, true)
-	}
-	w.standing[h.key] = h
+	w.markLocked(h.key, mark{h: h, until: time.Now().Add(maxBackoff)})
 	return reg
 }
 
-// stayed is told on how many masters the Unlock that made h stay (stay)
-// queued it (told: it handed the key to another call there). Unless a
-// quorum did, h is dropped: the next holder's release would hand it the
-// key on too few masters. Else it is withdrawn unless a call takes it over
-// within standWindow: it may be handed the key meanwhile, which then waits
-// for that call.
+// markLocked sets key's mark, withdrawing a registration an earlier one
+// held, and drops the marks that lapsed (w.handsMu held).
+func (w *wakeups) markLocked(key string, m mark) {
+	if w.marks == nil {
+		w.marks = make(map[string]mark)
+	}
+	if old := w.marks[key].h; old != nil && old != m.h {
+		w.dropLocked(old, true)
+	}
+	now := time.Now()
+	for k, o := range w.marks {
+		if o.h == nil && now.After(o.until) {
+			delete(w.marks, k)
+		}
+	}
+	w.marks[key] = m
+}
+
+// unlocked is told on how many masters the Unlock of l handed the key on
+// (told), and leaves the mark for this Redlock's next Lock of the key.
 //
-// reg is the registration stay returned: a later Unlock may have made h
-// stay again meanwhile (another goroutine took it over, held the key and
-// unlocked it), and this call then concerns a registration gone.
-func (w *wakeups) stayed(h *handoff, reg uint64, told int) {
-	w.handsMu.Lock()
-	defer w.handsMu.Unlock()
-	if h.current() != reg {
+// A registration the Unlock queued (stay) is kept only when a quorum of
+// masters queued it: the next holder's release would hand it the key on
+// too few. Then it is withdrawn unless a call takes it over within
+// standWindow (it may be handed the key meanwhile, which then waits for
+// that call); the mark stays, without it, until it lapses.
+func (w *wakeups) unlocked(l *Lock, told int) {
+	h := l.h
+	if h == nil && told == 0 {
 		return
 	}
-	if w.standing[h.key] != h {
+	w.handsMu.Lock()
+	defer w.handsMu.Unlock()
+	until := time.Now().Add(l.cfg.maxBackoff)
+	switch {
+	case h == nil:
+		w.markLocked(l.key, mark{until: until})
+	case h.current() != l.stayReg:
+		// A later Unlock made h stay again meanwhile (another goroutine
+		// took it over, held the key and unlocked it): this one concerns a
+		// registration gone.
+	case w.marks[l.key].h != h:
 		// Taken over already: if too few masters queued it, the call that
 		// took it over would wait for hand-offs that cannot come.
 		if told < w.r.quorum {
 			h.poke()
 		}
-		return
-	}
-	if told < w.r.quorum {
+	case told < w.r.quorum:
 		// Where it was queued, it is taken off; where the Unlock was not
 		// answered yet and it was, it is released if ever handed the key.
 		w.dropLocked(h, told > 0)
-		return
-	}
-	t := new(*time.Timer)
-	*t = time.AfterFunc(standWindow, func() {
-		w.handsMu.Lock()
-		defer w.handsMu.Unlock()
-		// Not taken over, and still this registration: a timer that
-		// adopt could not stop any more must not drop a later one.
-		if w.standing[h.key] == h && h.stale == *t && h.current() == reg {
-			w.dropLocked(h, true)
+		if told > 0 {
+			w.markLocked(l.key, mark{until: until})
 		}
-	})
-	h.stale = *t
+	default:
+		reg := l.stayReg
+		t := new(*time.Timer)
+		*t = time.AfterFunc(standWindow, func() {
+			w.handsMu.Lock()
+			defer w.handsMu.Unlock()
+			// Not taken over, and still this registration: a timer that
+			// take could not stop any more must not drop a later one.
+			if w.marks[h.key].h == h && h.stale == *t && h.current() == reg {
+				w.dropLocked(h, true)
+				w.markLocked(h.key, mark{until: until})
+			}
+		})
+		h.stale = *t
+	}
 }
 
 // current returns h's latest registration.
@@ -357,19 +384,18 @@ func (h *handoff) retried() bool {
 	return r
 }
 
-// dropLocked withdraws h, a registration no call took over, and takes it
-// off the masters' queues (and the key back where it was handed) when
-// unqueue is true (w.handsMu held).
+// dropLocked withdraws h, a registration an Unlock left queued that no
+// call took over, and takes it off the masters' queues (and the key back
+// where it was handed) when unqueue is true (w.handsMu held).
 func (w *wakeups) dropLocked(h *handoff, unqueue bool) {
-	delete(w.standing, h.key)
+	if w.marks[h.key].h == h {
+		delete(w.marks, h.key)
+	}
 	w.forgetLocked(h)
 	if h.stale != nil {
 		h.stale.Stop()
 		h.stale = nil
 	}
-	h.mu.Lock()
-	h.done = true
-	h.mu.Unlock()
 	if unqueue {
 		w.r.unhand(h, w.nodeTimeout())
 	}
@@ -380,24 +406,30 @@ func (w *wakeups) dropLocked(h *handoff, unqueue bool) {
 // at once does it within microseconds.
 const standWindow = 10 * time.Millisecond
 
-// adopt hands the Lock call with cfg the registration an Unlock of key left
-// queued (see stay), if there is one it can use.
-func (w *wakeups) adopt(key string, cfg *config) *handoff {
-	if !handable(cfg) {
-		return nil
-	}
+// behind takes key's mark (see mark) for a Lock call with cfg: the
+// registration the Unlock left queued, when this call can use it (a plain
+// lock with the same TTL); else whether the call should queue and wait
+// before its first attempt. A call with an owner tries first: it may nest
+// in its owner's hold.
+func (w *wakeups) behind(key string, cfg *config) (h *handoff, wait bool) {
 	w.handsMu.Lock()
 	defer w.handsMu.Unlock()
-	h := w.standing[key]
-	if h == nil || h.ttl != cfg.ttl {
-		return nil
+	m, ok := w.marks[key]
+	if !ok {
+		return nil, false
 	}
-	delete(w.standing, key)
-	if h.stale != nil {
-		h.stale.Stop()
-		h.stale = nil
+	delete(w.marks, key)
+	if m.h != nil {
+		if m.h.stale != nil {
+			m.h.stale.Stop()
+			m.h.stale = nil
+		}
+		if handable(cfg) && m.h.ttl == cfg.ttl {
+			return m.h, true
+		}
+		w.dropLocked(m.h, true)
 	}
-	return h
+	return nil, cfg.owner == "" && time.Now().Before(m.until)
 }
 
 // nodeTimeout is the Redlock's node timeout, for requests of no call.
@@ -415,7 +447,7 @@ func (w *wakeups) resubscribed() {
 	defer w.handsMu.Unlock()
 	for _, h := range w.hands {
 		h.mu.Lock()
-		waiting := h.held == nil && !h.done
+		waiting := h.held == nil
 		h.mu.Unlock()
 		if waiting {
 			h.poke()

@@ -419,11 +419,11 @@ func leftBehind(t testing.TB, admin []*redis.Client, x, y *Redlock, key string) 
 }
 
 // TestHandOffWithdrawWakesOwn: a place an Unlock left behind the next
-// holder is handed the key, nobody takes it over, and its withdrawal gives
-// the key back: a goroutine of the same Redlock that waits (with another
-// TTL, so it could not take the place over) gets it then, not after its
-// backoff. (Found by review: the withdrawal skipped its own Redlock's
-// calls and woke none.)
+// holder, which the next Lock call of the same Redlock cannot take over
+// (another TTL): that call withdraws it and queues itself, and gets the
+// key at the next release, not after its backoff. (Found by review, when
+// the place stayed queued: its withdrawal skipped its own Redlock's calls
+// and woke none.)
 func TestHandOffWithdrawWakesOwn(t *testing.T) {
 	ctx := context.Background()
 	admin := clients(t, masters.Addrs())
@@ -432,9 +432,9 @@ func TestHandOffWithdrawWakesOwn(t *testing.T) {
 	key := testKey(t)
 	oc := leftBehind(t, admin, rx, rp, key)
 	settle(rx)
-	// G3 of rx, another TTL (cannot adopt), waits behind the standing place.
+	// G3 of rx, another TTL (cannot take the place over), queues instead.
 	g3 := lockAsync(t, ctx, rx, key, WithTTL(20*time.Second))
-	waitRegistered(t, admin, key, 2)
+	waitRegistered(t, admin, key, 1)
 	released := time.Now()
 	if err := oc.l.Unlock(ctx); err != nil { // hands to rx's standing place
 		t.Fatal(err)

@@ -163,12 +163,7 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 
 	p := l.release(ctx, true)
 	ctxErr := p.collect(ctx)
-	switch woke := p.woke(); {
-	case l.h != nil:
-		l.r.wake.stayed(l.h, l.stayReg, woke)
-	case woke > 0:
-		l.r.wake.handedOff(l.key, l.cfg.maxBackoff)
-	}
+	l.r.wake.unlocked(l, p.woke())
 	t := &p.tallies[0]
 	l.observedRelease(ctx, p, now, ctxErr)
 	if !now.Before(until) {

@@ -371,7 +371,7 @@ func (l *Lock) releasing(ctx context.Context, unlock bool, place int64, h *hando
 		// Queue again behind the call the key is handed to, if it is.
 		q.Hand, q.TTL, q.Behind = l.h.value, l.h.ttl, true
 		q.Place = time.Now().UnixMicro()
-		q.Reg = l.r.wake.stay(l.h, q.Place, deadline)
+		q.Reg = l.r.wake.stay(l.h, q.Place, deadline, l.cfg.maxBackoff)
 		l.stayReg = q.Reg
 	case l.h != nil:
 		q.Hand = l.h.value

@@ -219,17 +219,6 @@ func (r *Redlock) unhand(h *handoff, nodeTimeout time.Duration) {
 	r.waiters.wake(h.key)
 }
 
-// yield returns the channel to queue under when a Lock call on key should
-// let another Redlock go first (see [wakeups.yield]), or "".
-func (r *Redlock) yield(ctx context.Context, key string, cfg *config) string {
-	if cfg.owner != "" || !r.wake.yield(key) {
-		return ""
-	}
-	r.wake.start(ctx, key, cfg.nodeTimeout) // a Redlock that never waited listens now
-	channel, _ := r.wake.name()
-	return channel
-}
-
 // jitter draws a pause at random from [d/2, d], so contending clients spread out.
 func (r *Redlock) jitter(d time.Duration) time.Duration {
 	if r.randN != nil {

@@ -956,7 +956,11 @@ func simulate(run *simRun, trace bool) (res simResult) {
 		// (wakeups.close), so those masters hold it for its TTL.
 		wk := c.r.wake
 		wk.handsMu.Lock()
-		for _, h := range wk.standing {
+		for _, m := range wk.marks {
+			h := m.h
+			if h == nil {
+				continue
+			}
 			h.mu.Lock()
 			if h.count > 0 {
 				run.closeHanded[h.value] = true
@@ -1080,7 +1084,7 @@ func (w *simWorker) loop() {
 			h := &simHolder{client: w.c.id, worker: w.id, key: again.key, loop: true}
 			wk := w.c.r.wake
 			wk.handsMu.Lock()
-			st := wk.standing[again.key]
+			st := wk.marks[again.key].h
 			wk.handsMu.Unlock()
 			w.run.mu.Lock()
 			w.run.loops++

@@ -45,31 +45,34 @@ const handGrace = 5 * time.Millisecond
 
 // newTurn opens the place of a Lock call for key with cfg. Before its first
 // attempt, the call waits when goroutines of this process already wait for
-// the key (they go first), or when this Redlock's last release of the key
-// handed it to another Redlock (trying at once would race that one: split
-// votes, both rolled back); then it queues behind them.
+// the key (they go first), or when this Redlock's last Unlock of the key
+// handed it on (see [mark]); then it queues behind them.
 func (r *Redlock) newTurn(ctx context.Context, key string, cfg *config) *turn {
 	t := &turn{r: r, key: key, cfg: cfg, ticket: time.Now().UnixMicro(), backoff: cfg.minBackoff}
 	queued, released := r.waiters.peek(key)
 	t.released = released
-	if t.h = r.wake.adopt(key, cfg); t.h != nil {
-		// The Unlock queued this Redlock behind the next holder on the
+	h, behind := r.wake.behind(key, cfg)
+	switch {
+	case h != nil:
+		// The Unlock queued this call behind the next holder on the
 		// masters already (see [wakeups.stay]).
-		t.ticket, t.remote = t.h.place, true
+		t.h, t.ticket, t.remote = h, h.place, true
 		t.w, _ = r.waiters.join(key, released)
 		t.pause = r.jitter(cfg.maxBackoff)
-		return t
-	}
-	if queued && cfg.owner == "" {
+	case queued && cfg.owner == "":
 		// A call with an owner tries once before it queues: it may nest in
 		// a hold of its owner, which the goroutines queued here wait for.
 		var missed bool
 		if t.w, missed = r.waiters.join(key, released); !missed {
 			t.pause = r.waiters.pause(key, t.w, r.jitter(t.backoff), cfg.maxBackoff)
 		}
-		return t
-	}
-	if channel := r.yield(ctx, key, cfg); channel != "" {
+	case behind:
+		// Queue on the masters, and wait for the key (or a wake-up).
+		r.wake.start(ctx, key, cfg.nodeTimeout) // a Redlock that never waited listens now
+		channel, listening := r.wake.name()
+		if !listening {
+			break
+		}
 		q := Request{Op: OpRelease, Key: key, Waiter: channel, Place: t.ticket}
 		deadline := time.Now().Add(cfg.nodeTimeout)
 		if handable(cfg) {

@@ -75,11 +75,11 @@ func TestPartialHandOffKeepsBackoffPace(t *testing.T) {
 }
 
 // handsLen is the number of entries of r's table of hand-off calls, and of
-// registrations left queued behind a next holder.
+// its marks of keys its Unlocks handed on.
 func handsLen(r *Redlock) int {
 	r.wake.handsMu.Lock()
 	defer r.wake.handsMu.Unlock()
-	return len(r.wake.hands) + len(r.wake.standing)
+	return len(r.wake.hands) + len(r.wake.marks)
 }
 
 // TestHandOffTableEmptiesWhenLocksEnd: locks taken by hand-off and ended
@@ -196,4 +196,48 @@ func TestOwnedReleaseSkipsOwnWaiter(t *testing.T) {
 		t.Errorf("the waiter holds a hand-off (%q) from its own Redlock's release", o.l.Value())
 	}
 	_ = o.l.Unlock(ctx)
+}
+
+// TestRelockOtherTTLWaitsItsTurn: a Redlock whose lock came from a waiting
+// call unlocks, handing the key to another Redlock, and locks the key again
+// at once with another TTL (it cannot take over the place its Unlock left
+// queued). It waits its turn behind the new holder without an attempt (no
+// SET: one would be refused, and could split a vote with the holder), and
+// gets the key at its release.
+func TestRelockOtherTTLWaitsItsTurn(t *testing.T) {
+	ctx := context.Background()
+	admin := clients(t, masters.Addrs())
+	acs := clients(t, masters.Addrs())
+	sets := &sentCounter{name: "set"}
+	for _, c := range acs {
+		c.AddHook(sets)
+	}
+	a := newRedlock(t, nodesOf(t, acs), WithBackoff(10*time.Second, 10*time.Second))
+	b := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
+	key := testKey(t)
+	first := mustLock(t, b, key)
+	settle(b)
+	gotA := lockAsync(t, ctx, a, key) // a's lock comes from a waiting call
+	waitRegistered(t, admin, key, 1)
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	oa := obtainedWithin(t, admin, key, gotA, 5*time.Second, "a was not handed the key")
+	gotB := lockAsync(t, ctx, b, key)
+	waitRegistered(t, admin, key, 1)
+	if err := oa.l.Unlock(ctx); err != nil { // hands to b
+		t.Fatal(err)
+	}
+	before := sets.n.Load()
+	gotA = lockAsync(t, ctx, a, key, WithTTL(20*time.Second))
+	ob := obtainedWithin(t, admin, key, gotB, 5*time.Second, "b was not handed the key")
+	time.Sleep(50 * time.Millisecond)
+	if err := ob.l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	oa = obtainedWithin(t, admin, key, gotA, 5*time.Second, "a did not get the key at b's release")
+	if n := sets.n.Load() - before; n != 0 {
+		t.Errorf("a's Lock sent %d SETs while b held the key; want none: it waits its turn", n)
+	}
+	_ = oa.l.Unlock(ctx)
 }

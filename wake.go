@@ -53,12 +53,9 @@ type wakeups struct {
 	live    atomic.Bool    // a master confirmed the subscription
 	readers sync.WaitGroup // the goroutines reading subs
 
-	handMu sync.Mutex           // guards handed
-	handed map[string]time.Time // keys whose release by this Redlock woke another, until when it yields
-
-	handsMu  sync.Mutex          // guards hands and standing
-	hands    map[string]*handoff // this Redlock's Lock calls waiting for hand-offs, by hand-off value
-	standing map[string]*handoff // registrations Unlocks left queued, by key (see stay)
+	handsMu sync.Mutex          // guards hands, marks, and the handoffs' stale and expiry timers
+	hands   map[string]*handoff // the calls hand-offs go to (waiting, or holding by hand-off), by hand-off value
+	marks   map[string]mark     // keys this Redlock's Unlock handed on, for its next Lock of them (see mark)
 }
 
 // subscriber is a Node that can deliver wake-ups: NewNode's (and the
@@ -228,9 +225,12 @@ func (w *wakeups) close() {
 	defer w.mu.Unlock()
 	w.started = true // none after Close
 	w.handsMu.Lock()
-	for _, h := range w.standing {
-		w.dropLocked(h, true) // and the key back, where it was handed
+	for _, m := range w.marks {
+		if m.h != nil {
+			w.dropLocked(m.h, true) // and the key back, where it was handed
+		}
 	}
+	clear(w.marks)
 	// No hand-off reaches this Redlock any more: the entries of waiting
 	// calls (they end with ErrClosed) and of locks taken by hand-off go.
 	for _, h := range w.hands {
@@ -243,34 +243,4 @@ func (w *wakeups) close() {
 		}
 	}
 	w.readers.Wait()
-}
-
-// handedOff notes that this Redlock's release of key woke another Redlock:
-// its next Lock of key yields to it (see yield) for the next maxBackoff.
-func (w *wakeups) handedOff(key string, maxBackoff time.Duration) {
-	w.handMu.Lock()
-	defer w.handMu.Unlock()
-	now := time.Now()
-	if w.handed == nil {
-		w.handed = make(map[string]time.Time)
-	}
-	for k, until := range w.handed {
-		if now.After(until) {
-			delete(w.handed, k) // expired: the map only holds recent hand-offs
-		}
-	}
-	w.handed[key] = now.Add(maxBackoff)
-}
-
-// yield reports whether this Redlock recently handed key off to another,
-// and forgets it.
-func (w *wakeups) yield(key string) bool {
-	w.handMu.Lock()
-	defer w.handMu.Unlock()
-	until, ok := w.handed[key]
-	if !ok {
-		return false
-	}
-	delete(w.handed, key)
-	return time.Now().Before(until)
 }
