@@ -16,9 +16,10 @@ import (
 //
 // A waiting call's attempts are paced by its backoff whatever the masters
 // tell it: a local Unlock, a quorum of masters' wake-ups, or a hand-off by a
-// quorum act at once; a notice from fewer masters (the others may still hold
-// the key for someone else) cuts one wait of the call short to handGrace,
-// and later ones only to the backoff's current step.
+// quorum act at once; a notice from fewer masters (a partial hand-off, or a
+// wake-up hint: the others may still hold the key for someone else) cuts
+// the call's first such wait short, and later ones only to the backoff's
+// current step.
 //
 // A turn belongs to one Lock call's goroutine: it needs no lock.
 type turn struct {
@@ -36,7 +37,7 @@ type turn struct {
 	backoff time.Duration // the backoff's next step, before jitter
 	pause   time.Duration // how long the next wait lasts at most; 0: try at once
 	step    time.Duration // what a notice from fewer than a quorum cuts a wait to
-	hinted  bool          // such a notice cut a wait short to handGrace already
+	hinted  bool          // such a notice cut a wait of the call short already
 }
 
 // handGrace is how long a call that some masters handed the key to waits
@@ -135,9 +136,9 @@ func (t *turn) wait(ctx context.Context) (*Lock, error) {
 	if t.pause == 0 {
 		return nil, nil
 	}
-	var wake, hand <-chan struct{}
+	var wake, hint, hand <-chan struct{}
 	if t.w != nil {
-		wake = t.w.wake
+		wake, hint = t.w.wake, t.w.hint
 	}
 	if t.h != nil {
 		hand = t.h.wake
@@ -145,11 +146,37 @@ func (t *turn) wait(ctx context.Context) (*Lock, error) {
 	due := time.Now().Add(t.pause)
 	timer := time.NewTimer(t.pause)
 	defer timer.Stop()
+	// cut cuts this wait short after a notice from fewer than a quorum of
+	// masters: to first the first time in the call, else to the backoff's
+	// step; it reports whether to try now.
 	cut := false
+	short := func(first time.Duration) bool {
+		if cut {
+			return false
+		}
+		cut = true
+		d := t.step
+		if !t.hinted {
+			t.hinted, d = true, first
+		}
+		if d <= 0 {
+			return true
+		}
+		if d < time.Until(due) {
+			timer.Reset(d)
+		}
+		return false
+	}
 	for {
 		select {
 		case <-wake:
 		case <-timer.C:
+		case <-hint:
+			// Fewer than a quorum of masters freed the key (their grace
+			// passed): the others may hold it for someone else.
+			if !short(0) {
+				continue
+			}
 		case <-hand:
 			l, partial, stale := t.h.take(t.cfg)
 			switch {
@@ -161,18 +188,11 @@ func (t *turn) wait(ctx context.Context) (*Lock, error) {
 				// validity, or hand-offs may never come (see poke): the
 				// attempt's rollback registers again.
 				return nil, nil
-			case partial && !cut:
+			case partial:
 				// Fewer than a quorum: the others' word may come with the
 				// same release, or another holder keeps them (a split
 				// vote's loser freed only its own masters).
-				cut = true
-				d := t.step
-				if !t.hinted {
-					t.hinted, d = true, handGrace
-				}
-				if d < time.Until(due) {
-					timer.Reset(d)
-				}
+				short(handGrace)
 			}
 			continue
 		case <-t.r.closing:

@@ -42,7 +42,10 @@ type waiters struct {
 
 // waiter is one goroutine waiting for a key.
 type waiter struct {
-	wake chan struct{} // holds at most one pending wake-up
+	wake chan struct{} // holds at most one pending wake-up: try now
+	// hint holds at most one pending hint: fewer than a quorum of masters
+	// freed the key (see wakeFrom); the waiter's turn paces what it does.
+	hint chan struct{}
 }
 
 // peek reports whether goroutines of this process wait for key, and the
@@ -58,7 +61,7 @@ func (ws *waiters) peek(key string) (queued bool, released uint64) {
 // was released since (a wake-up that found no one to wake) and w is the
 // head, which should then try again without waiting.
 func (ws *waiters) join(key string, released uint64) (w *waiter, missed bool) {
-	w = &waiter{wake: make(chan struct{}, 1)}
+	w = &waiter{wake: make(chan struct{}, 1), hint: make(chan struct{}, 1)}
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	if ws.keys == nil {
@@ -141,7 +144,8 @@ func (ws *waiters) wake(key string) {
 // masters did since the last time: their attempt can then succeed, where
 // trying on the first could find the key still held on the slower masters.
 // When fewer tell them within grace of the first (the key was freed on a
-// minority only: rollbacks of a split vote), they are woken all the same.
+// minority only: rollbacks of a split vote, or another holder keeps the
+// rest), the head gets a hint instead, which its turn paces (see [turn]).
 func (ws *waiters) wakeFrom(key string, i, n, need int, grace time.Duration) {
 	ws.mu.Lock()
 	if len(ws.keys[key]) == 0 {
@@ -174,17 +178,20 @@ func (ws *waiters) wakeFrom(key string, i, n, need int, grace time.Duration) {
 	}
 }
 
-// wakeFreed wakes key's waiters when f still counts the wake-ups of
-// generation gen: grace passed without a quorum of them.
+// wakeFreed hints the head of key's queue when f still counts the
+// wake-ups of generation gen: grace passed without a quorum of them.
 func (ws *waiters) wakeFreed(key string, f *freed, gen uint64) {
 	ws.mu.Lock()
-	late := ws.freed[key] == f && f.gen == gen && f.count > 0
-	if late {
-		f.resetLocked()
+	defer ws.mu.Unlock()
+	if ws.freed[key] != f || f.gen != gen || f.count == 0 {
+		return
 	}
-	ws.mu.Unlock()
-	if late {
-		ws.wake(key)
+	f.resetLocked()
+	if q := ws.keys[key]; len(q) > 0 {
+		select {
+		case q[0].hint <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -241,3 +241,55 @@ func TestRelockOtherTTLWaitsItsTurn(t *testing.T) {
 	}
 	_ = oa.l.Unlock(ctx)
 }
+
+// TestMinorityWakeKeepsBackoffPace: the wake-up twin of
+// TestPartialHandOffKeepsBackoffPace, for fenced locks (woken, not handed
+// the key). Two Redlocks wait while a holder keeps a quorum, and a
+// minority of masters frees the key: each one's attempt takes those
+// masters and its rollback frees them again, which wakes the other. Their
+// attempts stay at their backoff's pace, and the holder's release still
+// wakes one of them at once.
+func TestMinorityWakeKeepsBackoffPace(t *testing.T) {
+	ctx := context.Background()
+	admin := clients(t, masters.Addrs())
+	holder := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
+	sets := &sentCounter{name: "eval"}
+	var waiters []*Redlock
+	var got []<-chan obtained
+	key := testKey(t)
+	l := mustLock(t, holder, key, WithFencing())
+	settle(holder)
+	for range 2 {
+		cs := clients(t, masters.Addrs())
+		for _, c := range cs {
+			c.AddHook(sets)
+		}
+		w := newRedlock(t, nodesOf(t, cs), WithBackoff(2*time.Second, 2*time.Second))
+		waiters = append(waiters, w)
+		got = append(got, lockAsync(t, ctx, w, key, WithFencing()))
+		waitQueued(t, w, key)
+	}
+	waitRegistered(t, admin, key, 2)
+	before := sets.n.Load()
+	releaseOn(t, admin[3:], key, l.Value())
+	const window = 2 * time.Second
+	time.Sleep(window)
+	// Each waiter: one attempt at once, then one per backoff interval (at
+	// least 1 s); an attempt is a fenced acquire and its rollback, two
+	// EVALs per master.
+	if n, most := sets.n.Load()-before, int64(2*3*2*len(admin)); n > most {
+		t.Errorf("the waiters sent %d EVALs in %v while the holder kept a quorum; want at most %d (backoff pace)", n, window, most)
+	}
+	released := time.Now()
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o := obtainedWithin(t, admin, key, merge(got), 5*time.Second, "no waiter got the key after the holder's release")
+	if d := o.at.Sub(released); d > time.Second {
+		t.Errorf("a waiter took the key %v after the release; want a wake-up, not the backoff", d)
+	}
+	_ = o.l.Unlock(ctx)
+	for _, w := range waiters {
+		w.Close()
+	}
+}
