@@ -180,8 +180,7 @@ func (w *wakeups) end(h *handoff, l *Lock) {
 // that queues h again (stay) takes it over; one that does not drops it
 // (w.handsMu held).
 func (w *wakeups) keepLocked(h *handoff, l *Lock) {
-	var check func()
-	check = func() {
+	check := func() {
 		h.mu.Lock()
 		mine := h.held == l
 		h.mu.Unlock()
