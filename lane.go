@@ -1,7 +1,6 @@
 package redlock
 
 import (
-	"context"
 	"sync"
 	"time"
 )
@@ -87,16 +86,16 @@ func (l *lane) drain() {
 // the batch's).
 func (l *lane) send(batch []*call) {
 	l.reqs = l.reqs[:0]
-	var ctx context.Context
-	var latest time.Time
+	var ctx *phaseCtx
+	now := time.Now()
 	for _, c := range batch {
-		if err := c.p.ctx.Err(); err != nil {
-			c.Err = err
+		if !now.Before(c.p.ctx.deadline) {
+			c.Err = c.p.ctx.Err()
 			continue
 		}
 		l.reqs = append(l.reqs, &c.Request)
-		if d, _ := c.p.ctx.Deadline(); ctx == nil || d.After(latest) {
-			ctx, latest = c.p.ctx, d
+		if ctx == nil || c.p.ctx.deadline.After(ctx.deadline) {
+			ctx = &c.p.ctx
 		}
 	}
 	if len(l.reqs) > 0 {

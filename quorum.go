@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -14,11 +15,10 @@ import (
 // deadline, and the caller's values but not its cancellation (a release must
 // not be cut short because the caller stopped waiting).
 type phase struct {
-	r      *Redlock
-	ctx    context.Context
-	cancel context.CancelFunc
-	n      int    // masters
-	calls  []call // key k's request to master i at k*n+i
+	r     *Redlock
+	ctx   phaseCtx
+	n     int    // masters
+	calls []call // key k's request to master i at k*n+i
 
 	// replies carries the indexes of the calls whose reply is in, to
 	// collect; nil when nobody collects (a rollback).
@@ -51,7 +51,7 @@ func (r *Redlock) startPhase(ctx context.Context, deadline time.Time, collected 
 	if ctx.Done() != nil {
 		ctx = context.WithoutCancel(ctx)
 	}
-	p.ctx, p.cancel = context.WithDeadline(ctx, deadline)
+	p.ctx.values, p.ctx.deadline, p.ctx.timers = ctx, deadline, &r.deadlines
 	if collected {
 		p.replies = make(chan int, len(p.calls))
 		p.tallies = p.one[:]
@@ -101,7 +101,7 @@ func (p *phase) deliver(c *call) {
 		p.replies <- c.at
 	}
 	if p.pending.Add(-1) == 0 {
-		p.cancel() // stops the deadline's timer
+		p.ctx.stop()
 		p.r.bg.Done()
 	}
 }
@@ -113,37 +113,213 @@ func (p *phase) deliver(c *call) {
 // ContextTimeoutEnabled waits for its ReadTimeout).
 func (p *phase) collect(ctx context.Context) error {
 	open := len(p.tallies)
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			p.r.putTimer(timer)
+		}
+	}()
 	for open > 0 {
 		select {
 		case j := <-p.replies:
 			open -= p.count(j)
+			continue
+		default:
+		}
+		if timer == nil {
+			// A timer only when the replies are not all in yet: it is in
+			// the runtime's timer heap only while collect waits on it.
+			left := time.Until(p.ctx.deadline)
+			if left <= 0 {
+				break
+			}
+			timer = p.r.newTimer(left)
+		}
+		select {
+		case j := <-p.replies:
+			open -= p.count(j)
+			continue
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-p.ctx.Done(): // the deadline, or every reply is in
-		drain:
-			for {
-				select {
-				case j := <-p.replies:
-					open -= p.count(j)
-				default:
-					break drain
-				}
+		case <-timer.C:
+		}
+		break
+	}
+	if open == 0 {
+		return nil
+	}
+	// The deadline passed: the masters that have not answered count as
+	// failed, once the replies already in are counted.
+	for {
+		select {
+		case j := <-p.replies:
+			if open -= p.count(j); open == 0 {
+				return nil
 			}
-			for k := range p.tallies {
-				t := &p.tallies[k]
-				if t.decided() {
-					continue
-				}
-				for i := range p.n {
-					if !p.calls[k*p.n+i].answered {
-						t.add(i, &Request{Err: errNoReply}, p.r.nodes[i])
-					}
-				}
+			continue
+		default:
+		}
+		break
+	}
+	for k := range p.tallies {
+		t := &p.tallies[k]
+		if t.decided() {
+			continue
+		}
+		for i := range p.n {
+			if !p.calls[k*p.n+i].answered {
+				t.add(i, &Request{Err: errNoReply}, p.r.nodes[i])
 			}
-			return nil
 		}
 	}
 	return nil
+}
+
+// newTimer returns a timer that fires after d, one of r.timers when there
+// is one: a phase's deadline costs no allocation, and no timer at all when
+// its replies are in before collect first waits.
+func (r *Redlock) newTimer(d time.Duration) *time.Timer {
+	if t, ok := r.timers.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+// putTimer stops t and keeps it for reuse: since Go 1.23 a stopped timer's
+// channel holds no stale value.
+func (r *Redlock) putTimer(t *time.Timer) {
+	t.Stop()
+	r.timers.Put(t)
+}
+
+// phaseCtx is a phase's context, the one every Node.Exec of the phase's
+// requests gets: the phase's deadline, the caller's values, and not the
+// caller's cancellation. It holds the deadline without a timer of its own:
+// Deadline and Err read it (go-redis with ContextTimeoutEnabled puts
+// Deadline on the socket), and a Done asked for borrows one of the
+// Redlock's timers, given back once every request of the phase is back
+// (stop), which also ends the context as context.Canceled.
+type phaseCtx struct {
+	values   context.Context // the caller's, without its cancellation
+	deadline time.Time
+	timers   *sync.Pool // the Redlock's *deadlineTimer
+
+	state atomic.Int32 // live, expired or stopped
+	mu    sync.Mutex   // guards done and timer
+	done  chan struct{}
+	timer *deadlineTimer
+}
+
+const (
+	ctxLive int32 = iota
+	ctxExpired
+	ctxStopped
+)
+
+var _ context.Context = (*phaseCtx)(nil)
+
+func (c *phaseCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+func (c *phaseCtx) Value(key any) any { return c.values.Value(key) }
+
+// Err is context.DeadlineExceeded once the deadline passed. Once it says
+// so, Done is closed (Context's contract).
+func (c *phaseCtx) Err() error {
+	s := c.state.Load()
+	if s == ctxLive {
+		if time.Now().Before(c.deadline) {
+			return nil
+		}
+		c.end(ctxExpired)
+		s = c.state.Load()
+	}
+	if s == ctxExpired {
+		return context.DeadlineExceeded
+	}
+	return context.Canceled
+}
+
+func (c *phaseCtx) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		c.done = make(chan struct{})
+		if c.state.Load() != ctxLive {
+			close(c.done)
+		} else {
+			c.timer = startDeadlineTimer(c)
+		}
+	}
+	return c.done
+}
+
+// end ends c as state (expired or stopped), if it is still live, and gives
+// its timer back.
+func (c *phaseCtx) end(state int32) {
+	c.mu.Lock()
+	if !c.state.CompareAndSwap(ctxLive, state) {
+		c.mu.Unlock()
+		return
+	}
+	if c.done != nil {
+		close(c.done)
+	}
+	t := c.timer
+	c.timer = nil
+	c.mu.Unlock()
+	if t != nil {
+		t.stop()
+	}
+}
+
+// stop ends c once every request of the phase is back: nothing waits on it
+// any more.
+func (c *phaseCtx) stop() { c.end(ctxStopped) }
+
+// deadlineTimer closes the Done channel of the phaseCtx it was started
+// for at that one's deadline. It is reused, so a firing that comes late for
+// a phaseCtx it has been started for since is told apart by the deadline:
+// it ends a phaseCtx only when its deadline has passed.
+type deadlineTimer struct {
+	t    *time.Timer
+	pool *sync.Pool
+	mu   sync.Mutex // guards c
+	c    *phaseCtx
+}
+
+func startDeadlineTimer(c *phaseCtx) *deadlineTimer {
+	d, _ := c.timers.Get().(*deadlineTimer)
+	if d == nil {
+		d = &deadlineTimer{pool: c.timers}
+	}
+	d.mu.Lock()
+	d.c = c
+	d.mu.Unlock()
+	if d.t == nil {
+		d.t = time.AfterFunc(time.Until(c.deadline), d.fire)
+	} else {
+		d.t.Reset(time.Until(c.deadline))
+	}
+	return d
+}
+
+func (d *deadlineTimer) fire() {
+	d.mu.Lock()
+	c := d.c
+	d.mu.Unlock()
+	if c != nil && !time.Now().Before(c.deadline) {
+		c.end(ctxExpired)
+	}
+}
+
+// stop stops d and keeps it for reuse.
+func (d *deadlineTimer) stop() {
+	d.t.Stop()
+	d.mu.Lock()
+	d.c = nil
+	d.mu.Unlock()
+	d.pool.Put(d)
 }
 
 // count adds call j's reply to its key's tally and returns 1 when that

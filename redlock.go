@@ -79,9 +79,14 @@ type Redlock struct {
 
 	sched scheduler // renews auto-extended locks, ends watched ones at Until
 
-	bg      background // requests still running in the background
-	closed  atomic.Bool
-	closing chan struct{} // closed by Close: Lock calls waiting to retry stop
+	bg background // requests still running in the background
+	// timers are stopped timers for phase.collect to reuse, one pool per
+	// Redlock: a timer belongs to the synctest bubble that made it.
+	timers sync.Pool
+	// deadlines are phaseCtx's *deadlineTimer for reuse, the same way.
+	deadlines sync.Pool
+	closed    atomic.Bool
+	closing   chan struct{} // closed by Close: Lock calls waiting to retry stop
 
 	// closeClients closes the clients the Redlock made (NewFromURLs); nil
 	// when the caller owns them (New).
