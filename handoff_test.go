@@ -686,18 +686,8 @@ func TestHandOffAutoExtended(t *testing.T) {
 	holder := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
 	waiter := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
 	const ttl = 300 * time.Millisecond
-	key := testKey(t)
-	l := mustLock(t, holder, key)
-	settle(holder)
-	got := lockAsync(t, ctx, waiter, key, WithTTL(ttl), WithAutoExtend())
-	waitRegistered(t, admin, key, 1)
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	o := obtainedWithin(t, admin, key, got, 5*time.Second, "no hand-off")
-	if !strings.Contains(o.l.Value(), "#") {
-		t.Fatalf("the call took %q by an attempt; the test needs a hand-off", o.l.Value())
-	}
+	o := obtained{l: handedLock(t, admin, holder, waiter, WithTTL(ttl), WithAutoExtend())}
+	key := o.l.Key()
 	time.Sleep(3 * ttl)
 	select {
 	case <-o.l.Done():
@@ -713,4 +703,25 @@ func TestHandOffAutoExtended(t *testing.T) {
 	if err := o.l.Unlock(ctx); err != nil {
 		t.Error(err)
 	}
+}
+
+// handedLock returns a lock of waiter's on a new key, taken by hand-off:
+// holder holds the key, a Lock call of waiter's (with opts) queues, and
+// holder's Unlock hands it the key.
+func handedLock(t testing.TB, admin []*redis.Client, holder, waiter *Redlock, opts ...Option) *Lock {
+	t.Helper()
+	ctx := context.Background()
+	key := testKey(t)
+	l := mustLock(t, holder, key)
+	settle(holder)
+	got := lockAsync(t, ctx, waiter, key, opts...)
+	waitRegistered(t, admin, key, 1)
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o := obtainedWithin(t, admin, key, got, 5*time.Second, "no hand-off")
+	if !strings.Contains(o.l.Value(), "#") {
+		t.Fatalf("the call took %q by an attempt; the test needs a hand-off", o.l.Value())
+	}
+	return o.l
 }

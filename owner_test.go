@@ -175,6 +175,7 @@ func TestOwnedAndPlainExclude(t *testing.T) {
 			old := mustLock(t, r, key, short...)
 			time.Sleep(time.Until(old.Until()) + 250*time.Millisecond)
 			cur := mustLock(t, r, key, append(next, WithTTL(30*time.Second))...)
+			settle(r) // Lock returns at a quorum: its SETs reached every master
 			before := snapshot(t, cs, key)
 			if err := old.Extend(ctx, 30*time.Second); !errors.Is(err, ErrNotHeld) {
 				t.Fatalf("stale Extend: %v, want ErrNotHeld", err)

@@ -94,19 +94,7 @@ func TestHandOffTableEmptiesWhenLocksEnd(t *testing.T) {
 	const ttl = 300 * time.Millisecond
 	handed := func(opts ...Option) *Lock {
 		t.Helper()
-		key := testKey(t)
-		l := mustLock(t, holder, key)
-		settle(holder)
-		got := lockAsync(t, ctx, waiter, key, append([]Option{WithTTL(ttl)}, opts...)...)
-		waitRegistered(t, admin, key, 1)
-		if err := l.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
-		o := obtainedWithin(t, admin, key, got, 5*time.Second, "no hand-off")
-		if !strings.Contains(o.l.Value(), "#") {
-			t.Fatalf("the waiter took %q by an attempt; the test needs a hand-off", o.l.Value())
-		}
-		return o.l
+		return handedLock(t, admin, holder, waiter, append([]Option{WithTTL(ttl)}, opts...)...)
 	}
 	unlocked := handed()
 	if err := unlocked.Unlock(ctx); err != nil {
