@@ -879,7 +879,9 @@ func simulate(run *simRun, trace bool) (res simResult) {
 		}
 	}()
 	for i, c := range s.Clocks {
-		run.masters = append(run.masters, newSimMaster(i, start, c.Offset, c.Rate))
+		m := newSimMaster(i, start, c.Offset, c.Rate)
+		run.masters = append(run.masters, m)
+		defer m.stopScripts()
 	}
 	run.net = newSimNet(s.Net, run.masters, len(s.Clients)+1)
 	run.net.seed = s.Seed
@@ -981,6 +983,14 @@ func simulate(run *simRun, trace bool) (res simResult) {
 	run.checkFreeAtOnce()
 	run.net.subsWG.Wait()
 	run.net.inflight.Wait()
+	run.setStage("checking the masters")
+	for _, m := range run.masters {
+		// A request the shim could not run as Redis would, or a script
+		// that raised: the run did not test what it claims to.
+		for _, err := range m.problems() {
+			run.violate("master %d: %v", m.id, err)
+		}
+	}
 	run.setStage("checking the history")
 	run.check()
 	return res
