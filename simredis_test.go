@@ -699,6 +699,9 @@ func newSimLua() *simLua {
 		}
 		return 1
 	}))
+	strlib := g.RawGetString("string").(*lua.LTable)
+	strlib.RawSetString("find", L.NewFunction(func(L *lua.LState) int { return luaStrFindAux(L, true) }))
+	strlib.RawSetString("match", L.NewFunction(func(L *lua.LState) int { return luaStrFindAux(L, false) }))
 	r := L.NewTable()
 	r.RawSetString("call", L.NewFunction(func(L *lua.LState) int { return s.call(L, true) }))
 	r.RawSetString("pcall", L.NewFunction(func(L *lua.LState) int { return s.call(L, false) }))
