@@ -661,12 +661,12 @@ func sameError(a, b error) bool {
 	if strings.HasPrefix(as, compiling) {
 		return strings.HasPrefix(bs, compiling)
 	}
-	ra, raised := strings.CutSuffix(as, ".")
-	if ra, _, raised = strings.Cut(ra, " script: "); !raised {
+	ra, _, raised := strings.Cut(as, " script: ")
+	if !raised {
 		return as == bs
 	}
 	rb, _, _ := strings.Cut(bs, " script: ")
-	if code, _, _ := strings.Cut(ra, " "); code == "ERR" && strings.HasPrefix(ra, "ERR user_script:") {
+	if strings.HasPrefix(ra, "ERR user_script:") {
 		return strings.HasPrefix(rb, "ERR ")
 	}
 	return ra == rb
