@@ -663,15 +663,40 @@ func compileScript(src string) *simScript {
 }
 
 // simLua is a Lua state with Redis's libraries and its redis table, which
-// run the commands of whichever request x is running. States are pooled:
-// a script leaves nothing behind (globals are read-only, as in Redis).
+// run the commands of whichever request x is running. States are reused
+// (simLuaFree): a script leaves nothing behind (globals are read-only, as
+// in Redis).
 type simLua struct {
 	L    *lua.LState
 	x    *simExec
 	args []string
 }
 
-var simLuaPool = sync.Pool{New: func() any { return newSimLua() }}
+// simLuaFree holds the states no script is running in: as many as ran at
+// once. Not a sync.Pool: that one drops its states at every GC, and a
+// quarter of them on every Put under -race, and a new state costs far more
+// than a script.
+var simLuaFree struct {
+	sync.Mutex
+	states []*simLua
+}
+
+func getSimLua() *simLua {
+	simLuaFree.Lock()
+	defer simLuaFree.Unlock()
+	if n := len(simLuaFree.states); n > 0 {
+		s := simLuaFree.states[n-1]
+		simLuaFree.states = simLuaFree.states[:n-1]
+		return s
+	}
+	return newSimLua()
+}
+
+func putSimLua(s *simLua) {
+	simLuaFree.Lock()
+	defer simLuaFree.Unlock()
+	simLuaFree.states = append(simLuaFree.states, s)
+}
 
 func newSimLua() *simLua {
 	s := &simLua{L: lua.NewState(lua.Options{SkipOpenLibs: true, CallStackSize: 200,
@@ -919,8 +944,8 @@ func (x *simExec) eval(src string, keys, argv []string) respValue {
 	if sc.err != nil {
 		return errReply("ERR Error compiling script (new function): " + sc.err.Error())
 	}
-	s := simLuaPool.Get().(*simLua)
-	defer simLuaPool.Put(s)
+	s := getSimLua()
+	defer putSimLua(s)
 	L := s.L
 	s.x, x.inScript = x, true
 	defer func() { s.x, x.inScript = nil, false }()
