@@ -20,7 +20,8 @@ import (
 // The simulation: the real coordinator — several Redlocks, as several
 // processes would be, calling Lock, TryLock, Do, Extend, Unlock, with
 // auto-extend, fencing and watched Done channels — against simulated masters
-// (simmaster_test.go) over a simulated network (simnet_test.go), through
+// (simmaster_test.go), which run the real scripts of lua/ in a Lua
+// interpreter (simredis_test.go), over a simulated network (simnet_test.go), through
 // thousands of randomized fault schedules, each in a testing/synctest bubble:
 // the Redlocks are made inside it, so their lanes, timers, backoff, node
 // timeouts and scheduler run in the bubble's virtual time, and a schedule of
@@ -49,11 +50,11 @@ import (
 // workers also nest — take the key again while holding it, with options of
 // their own — and release their holds in random order, so nested holds,
 // their rollbacks after lost replies, and their extends run against the
-// masters' hashes of holds (lua/hold.lua, simulated in simmaster_test.go).
+// masters' hashes of holds (lua/hold.lua).
 //
-// Pub/sub is simulated too: the masters keep the keys' queues of waiting
+// Pub/sub is simulated too: the scripts keep the keys' queues of waiting
 // Lock calls and hand the key over (lua/release.lua, lua/handoff.lua,
-// hold.lua), and the Redlocks subscribe through their simulated Nodes
+// hold.lua), publishing to the masters' subscribers, and the Redlocks subscribe through their simulated Nodes
 // (simnet_test.go), so registrations, hand-offs, Unlocks queued behind the
 // next holder, adoptions, give-ups and ghost hand-offs happen. Half the
 // clients without an owner loop (lock a key again at once after an Unlock)
@@ -879,7 +880,9 @@ func simulate(run *simRun, trace bool) (res simResult) {
 		}
 	}()
 	for i, c := range s.Clocks {
-		run.masters = append(run.masters, newSimMaster(i, start, c.Offset, c.Rate))
+		m := newSimMaster(i, start, c.Offset, c.Rate)
+		run.masters = append(run.masters, m)
+		defer m.stopScripts()
 	}
 	run.net = newSimNet(s.Net, run.masters, len(s.Clients)+1)
 	run.net.seed = s.Seed
@@ -985,6 +988,14 @@ func simulate(run *simRun, trace bool) (res simResult) {
 	run.checkFreeAtOnce()
 	run.net.subsWG.Wait()
 	run.net.inflight.Wait()
+	run.setStage("checking the masters")
+	for _, m := range run.masters {
+		// A request the shim could not run as Redis would, or a script
+		// that raised: the run did not test what it claims to.
+		for _, err := range m.problems() {
+			run.violate("master %d: %v", m.id, err)
+		}
+	}
 	run.setStage("checking the history")
 	run.check()
 	return res

@@ -421,19 +421,9 @@ func (w *simWire) land(f *flight) {
 		f.err = errSimRefused
 		n.trace.event(f, "refused: master down")
 	} else {
-		f.ok, f.fence, f.woke, f.err = m.applyReqLocked(f.req)
-		if f.ok && (f.op == OpAcquire || f.op == OpAcquireFenced) {
-			e := m.keys[f.key]
-			if e.owner != "" {
-				if h, ok := e.holds[f.value]; ok {
-					h.setBy = c
-					e.holds[f.value] = h
-				}
-			} else {
-				e.setBy = c
-			}
-			m.keys[f.key] = e
-		}
+		q := f.req
+		m.applyLocked(&q, c)
+		f.ok, f.fence, f.woke, f.err = q.OK, q.Fence, q.Woke, q.Err
 		at := m.clockLocked()
 		m.mu.Unlock()
 		n.trace.applied(f, at)

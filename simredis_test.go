@@ -1,0 +1,1134 @@
+package redlock
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	lua "github.com/yuin/gopher-lua"
+	"github.com/yuin/gopher-lua/parse"
+)
+
+// The simulated masters' Redis (simmaster_test.go): a keyspace of strings,
+// hashes and sorted sets, each key expiring by the master's own clock; the
+// commands the Node sends and its scripts call, with Redis's semantics
+// (WRONGTYPE, NX, expiry, empty hashes and sorted sets deleted); and EVAL,
+// which runs the script the Node sent in a Lua 5.1 interpreter (gopher-lua)
+// with a redis library that converts between Lua and RESP as Redis 7.0
+// does. A master runs exactly the command the production code builds
+// (command in node.go) and hands the reply to the production parser
+// (readReply), so the simulation checks the real scripts, never a copy.
+//
+// A command, an option or an argument type the shim does not simulate
+// fails loudly: the request fails, and the master records it (shimErrs),
+// which the simulation and the agreement tests report. Known differences
+// from Redis, none of which today's scripts meet: gopher-lua converts a
+// number to a string for `..` and string.format('%s') with all its digits
+// where Lua 5.1 keeps 14 (tostring is Lua's here); a script's implicit
+// 'arg' table (Lua 5.0's varargs) is nil; errors raised by a script carry
+// the script's name but not its line, and the interpreter's own messages
+// are worded its own way.
+
+// simKind is a key's type, as TYPE names it.
+type simKind uint8
+
+const (
+	kindNone simKind = iota
+	kindString
+	kindHash
+	kindZset
+)
+
+func (k simKind) String() string { return [...]string{"none", "string", "hash", "zset"}[k] }
+
+// simKey is one key of a master's keyspace.
+type simKey struct {
+	kind     simKind
+	str      string             // kindString
+	hash     []simField         // kindHash, in insertion order (a listpack's)
+	zset     map[string]float64 // kindZset: member → score
+	expireAt int64              // on the master's clock, ns; 0: none. Gone from then on.
+
+	// What the checker needs to know, not Redis state. It stays with the
+	// key while the key lives (PEXPIRE, HSET, HDEL keep it; SET makes a
+	// new key, DEL and expiry drop it).
+	setBy  *simConn            // a string key: the connection whose acquire set it
+	handTo string              // a string key a script set and then published about: the channel told
+	holdBy map[string]*simConn // a hash: the connection whose owned acquire entered each field
+}
+
+type simField struct{ name, value string }
+
+func (k *simKey) hget(f string) (string, bool) {
+	for _, x := range k.hash {
+		if x.name == f {
+			return x.value, true
+		}
+	}
+	return "", false
+}
+
+// respKind and respValue are a reply as Redis sends it.
+type respKind uint8
+
+const (
+	respNil respKind = iota
+	respInt
+	respBulk
+	respStatus
+	respErr
+	respArray
+)
+
+type respValue struct {
+	kind respKind
+	n    int64  // respInt
+	s    string // respBulk, respStatus, respErr (the text after '-')
+	arr  []respValue
+}
+
+func errReply(s string) respValue    { return respValue{kind: respErr, s: s} }
+func intReply(n int64) respValue     { return respValue{kind: respInt, n: n} }
+func bulkReply(s string) respValue   { return respValue{kind: respBulk, s: s} }
+func statusReply(s string) respValue { return respValue{kind: respStatus, s: s} }
+
+const (
+	errWrongType = "WRONGTYPE Operation against a key holding the wrong kind of value"
+	errNotInt    = "ERR value is not an integer or out of range"
+	errNotFloat  = "ERR value is not a valid float"
+	errSyntax    = "ERR syntax error"
+)
+
+// simExec is one command's run on a master, a script's commands included
+// (m.mu held, master up).
+type simExec struct {
+	m *simMaster
+	// now is the master's clock (ns) when the command began: Redis, too,
+	// judges expiry inside a script by the time the script started.
+	now      int64
+	inScript bool
+	shimErr  error // the first thing the shim does not simulate
+	luaErr   error // a script raised an error (not an error reply it returned)
+
+	// For the wake statistics and the checker's handTo: keys the script
+	// SET since its last PUBLISH; whether a PUBLISH reached a subscriber,
+	// and a ZADD came after it.
+	fresh           []string
+	told, addedLast bool
+}
+
+// shimFail records that the shim met something it does not simulate and
+// returns the error reply the command gives.
+func (x *simExec) shimFail(format string, args ...any) respValue {
+	err := fmt.Errorf("sim: "+format, args...)
+	if x.shimErr == nil {
+		x.shimErr = err
+	}
+	return errReply("ERR " + err.Error())
+}
+
+// lookup returns key unless it is missing or has expired (then it is gone).
+func (x *simExec) lookup(key string) *simKey {
+	k := x.m.keys[key]
+	if k != nil && k.expireAt != 0 && x.now >= k.expireAt {
+		delete(x.m.keys, key)
+		return nil
+	}
+	return k
+}
+
+// simCmd is a command: its arity as Redis declares it (n: exactly n
+// words, -n: at least n) and what it does.
+type simCmd struct {
+	arity    int
+	noScript bool // refused inside a script
+	run      func(x *simExec, a []string) respValue
+}
+
+var simCommands map[string]simCmd
+
+func init() {
+	simCommands = map[string]simCmd{
+		"get":     {2, false, cmdGet},
+		"set":     {-3, false, cmdSet},
+		"del":     {-2, false, cmdDel},
+		"pexpire": {-3, false, cmdPexpire},
+		"time":    {1, false, cmdTime},
+		"type":    {2, false, cmdType},
+		"hget":    {3, false, cmdHget},
+		"hset":    {-4, false, cmdHset},
+		"hdel":    {-3, false, cmdHdel},
+		"hgetall": {2, false, cmdHgetall},
+		"zadd":    {-4, false, cmdZadd},
+		"zrem":    {-3, false, cmdZrem},
+		"zrange":  {-4, false, cmdZrange},
+		"publish": {3, false, cmdPublish},
+		"eval":    {-3, true, cmdEval},
+	}
+}
+
+// dispatch runs one command.
+func (x *simExec) dispatch(a []string) respValue {
+	name := strings.ToLower(a[0])
+	c, ok := simCommands[name]
+	if !ok {
+		return x.shimFail("command %q is not simulated (simredis_test.go)", a[0])
+	}
+	if x.inScript && c.noScript {
+		return errReply("ERR This Redis command is not allowed from script")
+	}
+	if c.arity > 0 && len(a) != c.arity || len(a) < -c.arity {
+		if x.inScript {
+			return errReply("ERR Wrong number of args calling Redis command from script")
+		}
+		return errReply("ERR wrong number of arguments for '" + name + "' command")
+	}
+	return c.run(x, a)
+}
+
+// redisInt parses an integer argument as Redis does (string2ll: no sign
+// but '-', no leading zero, no space, no overflow).
+func redisInt(s string) (int64, bool) {
+	if s == "" || len(s) > 20 {
+		return 0, false
+	}
+	d := s
+	if d[0] == '-' {
+		d = d[1:]
+	}
+	if d == "" || d[0] < '0' || d[0] > '9' || len(d) > 1 && d[0] == '0' || s == "-0" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
+}
+
+// redisFloat parses a score as Redis does (strtod, whole string, no NaN).
+func redisFloat(s string) (float64, bool) {
+	if s == "" || s[0] == ' ' || s[0] == '\t' || strings.Contains(s, "_") {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) || math.IsNaN(f) {
+		return 0, false
+	}
+	return f, true
+}
+
+// expireAt is now + ms on the master's clock, or ok false when Redis
+// refuses the time as invalid.
+func (x *simExec) expireAt(ms int64) (int64, bool) {
+	nowMs := x.now / int64(time.Millisecond)
+	if ms > math.MaxInt64-nowMs {
+		return 0, false
+	}
+	if ms >= (math.MaxInt64-x.now)/int64(time.Millisecond) {
+		return math.MaxInt64, true
+	}
+	return x.now + ms*int64(time.Millisecond), true
+}
+
+func cmdGet(x *simExec, a []string) respValue {
+	k := x.lookup(a[1])
+	switch {
+	case k == nil:
+		return respValue{}
+	case k.kind != kindString:
+		return errReply(errWrongType)
+	}
+	return bulkReply(k.str)
+}
+
+// cmdSet is SET key value [NX|XX] [PX ms|EX s].
+func cmdSet(x *simExec, a []string) respValue {
+	var nx, xx bool
+	unit, ttl := int64(0), ""
+	for i := 3; i < len(a); i++ {
+		switch o := strings.ToUpper(a[i]); o {
+		case "NX", "XX":
+			if nx || xx {
+				return errReply(errSyntax)
+			}
+			nx, xx = o == "NX", o == "XX"
+		case "PX", "EX":
+			if unit != 0 || i+1 >= len(a) {
+				return errReply(errSyntax)
+			}
+			unit, ttl = 1, a[i+1]
+			if o == "EX" {
+				unit = 1000
+			}
+			i++
+		case "GET", "KEEPTTL", "EXAT", "PXAT":
+			return x.shimFail("SET option %s is not simulated", a[i])
+		default:
+			return errReply(errSyntax)
+		}
+	}
+	var at int64
+	if unit != 0 {
+		n, ok := redisInt(ttl)
+		if !ok {
+			return errReply(errNotInt)
+		}
+		if n <= 0 || unit == 1000 && n > math.MaxInt64/1000 {
+			return errReply("ERR invalid expire time in 'set' command")
+		}
+		if at, ok = x.expireAt(n * unit); !ok {
+			return errReply("ERR invalid expire time in 'set' command")
+		}
+	}
+	k := x.lookup(a[1])
+	if nx && k != nil || xx && k == nil {
+		return respValue{}
+	}
+	x.m.keys[a[1]] = &simKey{kind: kindString, str: a[2], expireAt: at}
+	if x.inScript {
+		x.fresh = append(x.fresh, a[1])
+	}
+	return statusReply("OK")
+}
+
+func cmdDel(x *simExec, a []string) respValue {
+	n := int64(0)
+	for _, key := range a[1:] {
+		if x.lookup(key) != nil {
+			delete(x.m.keys, key)
+			n++
+		}
+	}
+	return intReply(n)
+}
+
+// cmdPexpire is PEXPIRE key ms.
+func cmdPexpire(x *simExec, a []string) respValue {
+	if len(a) > 3 {
+		return x.shimFail("PEXPIRE option %s is not simulated", a[3])
+	}
+	ms, ok := redisInt(a[2])
+	if !ok {
+		return errReply(errNotInt)
+	}
+	at, ok := x.expireAt(ms)
+	if !ok {
+		return errReply("ERR invalid expire time in 'pexpire' command")
+	}
+	k := x.lookup(a[1])
+	if k == nil {
+		return intReply(0)
+	}
+	if ms <= 0 {
+		delete(x.m.keys, a[1]) // already expired
+	} else {
+		k.expireAt = at
+	}
+	return intReply(1)
+}
+
+func cmdTime(x *simExec, _ []string) respValue {
+	s := x.now / int64(time.Second)
+	us := x.now % int64(time.Second) / int64(time.Microsecond)
+	return respValue{kind: respArray, arr: []respValue{bulkReply(strconv.FormatInt(s, 10)), bulkReply(strconv.FormatInt(us, 10))}}
+}
+
+func cmdType(x *simExec, a []string) respValue {
+	k := x.lookup(a[1])
+	if k == nil {
+		return statusReply("none")
+	}
+	return statusReply(k.kind.String())
+}
+
+// hash returns key's hash, nil when missing, or a WRONGTYPE reply.
+func (x *simExec) hash(key string) (*simKey, *respValue) {
+	k := x.lookup(key)
+	if k != nil && k.kind != kindHash {
+		r := errReply(errWrongType)
+		return nil, &r
+	}
+	return k, nil
+}
+
+func cmdHget(x *simExec, a []string) respValue {
+	k, e := x.hash(a[1])
+	if e != nil {
+		return *e
+	}
+	if k != nil {
+		if v, ok := k.hget(a[2]); ok {
+			return bulkReply(v)
+		}
+	}
+	return respValue{}
+}
+
+func cmdHset(x *simExec, a []string) respValue {
+	if len(a)%2 != 0 {
+		return errReply("ERR wrong number of arguments for 'hset' command")
+	}
+	k, e := x.hash(a[1])
+	if e != nil {
+		return *e
+	}
+	if k == nil {
+		k = &simKey{kind: kindHash}
+		x.m.keys[a[1]] = k
+	}
+	added := int64(0)
+next:
+	for i := 2; i < len(a); i += 2 {
+		for j := range k.hash {
+			if k.hash[j].name == a[i] {
+				k.hash[j].value = a[i+1]
+				continue next
+			}
+		}
+		k.hash = append(k.hash, simField{a[i], a[i+1]})
+		added++
+	}
+	return intReply(added)
+}
+
+func cmdHdel(x *simExec, a []string) respValue {
+	k, e := x.hash(a[1])
+	if e != nil {
+		return *e
+	}
+	if k == nil {
+		return intReply(0)
+	}
+	n := int64(0)
+	for _, f := range a[2:] {
+		if i := slices.IndexFunc(k.hash, func(x simField) bool { return x.name == f }); i >= 0 {
+			k.hash = slices.Delete(k.hash, i, i+1)
+			delete(k.holdBy, f)
+			n++
+		}
+	}
+	if len(k.hash) == 0 {
+		delete(x.m.keys, a[1])
+	}
+	return intReply(n)
+}
+
+func cmdHgetall(x *simExec, a []string) respValue {
+	k, e := x.hash(a[1])
+	if e != nil {
+		return *e
+	}
+	r := respValue{kind: respArray}
+	if k != nil {
+		r.arr = make([]respValue, 0, 2*len(k.hash))
+		for _, f := range k.hash {
+			r.arr = append(r.arr, bulkReply(f.name), bulkReply(f.value))
+		}
+	}
+	return r
+}
+
+// zset returns key's sorted set, nil when missing, or a WRONGTYPE reply.
+func (x *simExec) zset(key string) (*simKey, *respValue) {
+	k := x.lookup(key)
+	if k != nil && k.kind != kindZset {
+		r := errReply(errWrongType)
+		return nil, &r
+	}
+	return k, nil
+}
+
+// cmdZadd is ZADD key score member [score member ...].
+func cmdZadd(x *simExec, a []string) respValue {
+	switch strings.ToUpper(a[2]) {
+	case "NX", "XX", "GT", "LT", "CH", "INCR":
+		return x.shimFail("ZADD option %s is not simulated", a[2])
+	}
+	if (len(a)-2)%2 != 0 {
+		return errReply(errSyntax)
+	}
+	scores := make([]float64, 0, (len(a)-2)/2)
+	for i := 2; i < len(a); i += 2 {
+		f, ok := redisFloat(a[i])
+		if !ok {
+			return errReply(errNotFloat)
+		}
+		scores = append(scores, f)
+	}
+	k, e := x.zset(a[1])
+	if e != nil {
+		return *e
+	}
+	if k == nil {
+		k = &simKey{kind: kindZset, zset: map[string]float64{}}
+		x.m.keys[a[1]] = k
+	}
+	added := int64(0)
+	for i, s := range scores {
+		m := a[3+2*i]
+		if _, ok := k.zset[m]; !ok {
+			added++
+		}
+		k.zset[m] = s
+	}
+	if x.told {
+		x.addedLast = true
+	}
+	return intReply(added)
+}
+
+func cmdZrem(x *simExec, a []string) respValue {
+	k, e := x.zset(a[1])
+	if e != nil {
+		return *e
+	}
+	if k == nil {
+		return intReply(0)
+	}
+	n := int64(0)
+	for _, m := range a[2:] {
+		if _, ok := k.zset[m]; ok {
+			delete(k.zset, m)
+			n++
+		}
+	}
+	if len(k.zset) == 0 {
+		delete(x.m.keys, a[1])
+	}
+	return intReply(n)
+}
+
+// members returns a sorted set's members in Redis's order: by score, then
+// by their bytes.
+func (k *simKey) members() []string {
+	ms := make([]string, 0, len(k.zset))
+	for m := range k.zset {
+		ms = append(ms, m)
+	}
+	slices.SortFunc(ms, func(a, b string) int {
+		if sa, sb := k.zset[a], k.zset[b]; sa != sb {
+			if sa < sb {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	return ms
+}
+
+// cmdZrange is ZRANGE key start stop, by rank.
+func cmdZrange(x *simExec, a []string) respValue {
+	if len(a) > 4 {
+		return x.shimFail("ZRANGE option %s is not simulated", a[4])
+	}
+	start, ok1 := redisInt(a[2])
+	stop, ok2 := redisInt(a[3])
+	if !ok1 || !ok2 {
+		return errReply(errNotInt)
+	}
+	k, e := x.zset(a[1])
+	if e != nil {
+		return *e
+	}
+	r := respValue{kind: respArray}
+	if k == nil {
+		return r
+	}
+	n := int64(len(k.zset))
+	if start < 0 {
+		start += n
+	}
+	if stop < 0 {
+		stop += n
+	}
+	start = max(start, 0)
+	if start > stop || start >= n {
+		return r
+	}
+	stop = min(stop, n-1)
+	for _, m := range k.members()[start : stop+1] {
+		r.arr = append(r.arr, bulkReply(m))
+	}
+	return r
+}
+
+// cmdPublish tells the channel's subscribers. It also keeps the wake
+// statistics and the checker's handTo: a PUBLISH that follows a script's
+// SET of a key hands that key to the channel.
+func cmdPublish(x *simExec, a []string) respValue {
+	n := x.m.publishLocked(a[1], a[2])
+	handed := false
+	for _, key := range x.fresh {
+		if k := x.lookup(key); k != nil && k.kind == kindString {
+			k.handTo, handed = a[1], true
+		}
+	}
+	x.fresh = x.fresh[:0]
+	switch {
+	case n == 0:
+		x.m.stats.dropped++
+	case handed:
+		x.m.stats.handoffs++
+	default:
+		x.m.stats.wakes++
+	}
+	if n > 0 {
+		x.told = true
+	}
+	return intReply(int64(n))
+}
+
+// cmdEval is EVAL script numkeys key... arg...
+func cmdEval(x *simExec, a []string) respValue {
+	nk, ok := redisInt(a[2])
+	switch {
+	case !ok:
+		return errReply(errNotInt)
+	case nk < 0:
+		return errReply("ERR Number of keys can't be negative")
+	case nk > int64(len(a)-3):
+		return errReply("ERR Number of keys can't be greater than number of args")
+	}
+	return x.eval(a[1], a[3:3+nk], a[3+nk:])
+}
+
+// onScriptGoroutine runs f on the master's script goroutine and returns
+// when f did (m.mu held). A request runs there: the interpreter needs a
+// deep stack (its pattern matcher recurses per character), and on the
+// simulated network's goroutines, short-lived, each script would grow
+// theirs by doublings, copying every frame each time; the script goroutine
+// grows its own once.
+func (m *simMaster) onScriptGoroutine(f func()) {
+	if m.scripts == nil {
+		m.scripts, m.scriptDone = make(chan func()), make(chan struct{})
+		go func(work <-chan func(), done chan<- struct{}) {
+			for f := range work {
+				f()
+				done <- struct{}{}
+			}
+		}(m.scripts, m.scriptDone)
+	}
+	m.scripts <- f
+	<-m.scriptDone
+}
+
+// stopScripts ends the master's script goroutine, if it has one.
+func (m *simMaster) stopScripts() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.scripts != nil {
+		close(m.scripts)
+		m.scripts = nil
+	}
+}
+
+// The Lua side.
+
+// simScript is a compiled script, shared by every Lua state.
+type simScript struct {
+	proto *lua.FunctionProto
+	name  string // its SHA1, as Redis names it in errors
+	err   error
+}
+
+var simScripts sync.Map // script text → *simScript
+
+func compileScript(src string) *simScript {
+	if s, ok := simScripts.Load(src); ok {
+		return s.(*simScript)
+	}
+	sum := sha1.Sum([]byte(src))
+	s := &simScript{name: hex.EncodeToString(sum[:])}
+	chunk, err := parse.Parse(strings.NewReader(src), "user_script")
+	if err == nil {
+		if s.proto, err = lua.Compile(chunk, "user_script"); err == nil {
+			// Lua 5.1 gives a chunk that does not use '...' a local 'arg'
+			// table (LUA_COMPAT_VARARG); making it costs gopher-lua two maps
+			// per call, a third of the simulation's garbage. Here 'arg' is
+			// nil.
+			s.proto.IsVarArg &^= lua.VarArgNeedsArg
+		}
+	}
+	s.err = err
+	v, _ := simScripts.LoadOrStore(src, s)
+	return v.(*simScript)
+}
+
+// simLua is a Lua state with Redis's libraries and its redis table, which
+// run the commands of whichever request x is running. States are reused
+// (simLuaFree): a script leaves nothing behind (globals are read-only, as
+// in Redis).
+type simLua struct {
+	L    *lua.LState
+	x    *simExec
+	args []string
+}
+
+// simLuaFree holds the states no script is running in: as many as ran at
+// once. Not a sync.Pool: that one drops its states at every GC, and a
+// quarter of them on every Put under -race, and a new state costs far more
+// than a script.
+var simLuaFree struct {
+	sync.Mutex
+	states []*simLua
+}
+
+func getSimLua() *simLua {
+	simLuaFree.Lock()
+	defer simLuaFree.Unlock()
+	if n := len(simLuaFree.states); n > 0 {
+		s := simLuaFree.states[n-1]
+		simLuaFree.states = simLuaFree.states[:n-1]
+		return s
+	}
+	return newSimLua()
+}
+
+func putSimLua(s *simLua) {
+	simLuaFree.Lock()
+	defer simLuaFree.Unlock()
+	simLuaFree.states = append(simLuaFree.states, s)
+}
+
+func newSimLua() *simLua {
+	s := &simLua{L: lua.NewState(lua.Options{SkipOpenLibs: true, CallStackSize: 200,
+		RegistrySize: 1024, RegistryGrowStep: 256, RegistryMaxSize: 1 << 20})}
+	L := s.L
+	for _, lib := range []struct {
+		name string
+		open lua.LGFunction
+	}{{lua.BaseLibName, lua.OpenBase}, {lua.TabLibName, lua.OpenTable}, {lua.StringLibName, lua.OpenString}, {lua.MathLibName, lua.OpenMath}} {
+		L.Push(L.NewFunction(lib.open))
+		L.Push(lua.LString(lib.name))
+		L.Call(1, 0)
+	}
+	g := L.G.Global
+	for _, f := range []string{"loadfile", "dofile", "_printregs"} {
+		g.RawSetString(f, lua.LNil) // as Redis removes them
+	}
+	// tostring as Lua 5.1 writes numbers (%.14g).
+	g.RawSetString("tostring", L.NewFunction(func(L *lua.LState) int {
+		v := L.CheckAny(1)
+		if n, ok := v.(lua.LNumber); ok {
+			L.Push(lua.LString(luaNumber14(float64(n))))
+		} else {
+			L.Push(L.ToStringMeta(v))
+		}
+		return 1
+	}))
+	strlib := g.RawGetString("string").(*lua.LTable)
+	strlib.RawSetString("find", L.NewFunction(func(L *lua.LState) int { return luaStrFindAux(L, true) }))
+	strlib.RawSetString("match", L.NewFunction(func(L *lua.LState) int { return luaStrFindAux(L, false) }))
+	r := L.NewTable()
+	r.RawSetString("call", L.NewFunction(func(L *lua.LState) int { return s.call(L, true) }))
+	r.RawSetString("pcall", L.NewFunction(func(L *lua.LState) int { return s.call(L, false) }))
+	r.RawSetString("error_reply", L.NewFunction(luaErrorReply))
+	r.RawSetString("status_reply", L.NewFunction(luaStatusReply))
+	r.RawSetString("sha1hex", L.NewFunction(func(L *lua.LState) int {
+		sum := sha1.Sum([]byte(L.CheckString(1)))
+		L.Push(lua.LString(hex.EncodeToString(sum[:])))
+		return 1
+	}))
+	r.RawSetString("log", L.NewFunction(func(*lua.LState) int { return 0 }))
+	for i, n := range []string{"LOG_DEBUG", "LOG_VERBOSE", "LOG_NOTICE", "LOG_WARNING"} {
+		r.RawSetString(n, lua.LNumber(i))
+	}
+	g.RawSetString("redis", r)
+	// Globals protection: reading a global that does not exist, or
+	// writing one, is an error.
+	mt := L.NewTable()
+	mt.RawSetString("__index", L.NewFunction(func(L *lua.LState) int {
+		L.RaiseError("Script attempted to access nonexistent global variable '%s'", L.CheckString(2))
+		return 0
+	}))
+	mt.RawSetString("__newindex", L.NewFunction(func(L *lua.LState) int {
+		L.RaiseError("Attempt to modify a readonly table")
+		return 0
+	}))
+	L.SetMetatable(g, mt)
+	return s
+}
+
+// luaNumber14 is a number as Lua 5.1 writes it ("%.14g").
+func luaNumber14(f float64) string {
+	switch {
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	case math.IsNaN(f):
+		return "nan"
+	}
+	return fmt.Sprintf("%.14g", f)
+}
+
+// luaNumberArg is a number passed to redis.call as Redis 7.0 writes it
+// ("%.17g").
+func luaNumberArg(f float64) string {
+	if f == math.Trunc(f) && math.Abs(f) < 1e17 {
+		return strconv.FormatInt(int64(f), 10)
+	}
+	switch {
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	case math.IsNaN(f):
+		return "nan"
+	}
+	return fmt.Sprintf("%.17g", f)
+}
+
+// redisErrorText is the text of the error table Redis makes from err:
+// "-CODE msg" or "msg" (code ERR, as is a "-word" without a space), with
+// \r and \n trimmed from the message.
+func redisErrorText(err string) string {
+	code, msg := "ERR", err
+	if rest, ok := strings.CutPrefix(err, "-"); ok {
+		if c, m, ok := strings.Cut(rest, " "); ok {
+			code, msg = c, m
+		} else {
+			msg = rest
+		}
+	}
+	return code + " " + strings.Trim(msg, "\r\n")
+}
+
+func luaErrorTable(L *lua.LState, text string) *lua.LTable {
+	t := L.CreateTable(0, 1)
+	t.RawSetString("err", lua.LString(text))
+	return t
+}
+
+func luaErrorReply(L *lua.LState) int {
+	s, ok := L.Get(1).(lua.LString)
+	if L.GetTop() != 1 || !ok {
+		L.Push(luaErrorTable(L, redisErrorText("wrong number or type of arguments")))
+		return 1
+	}
+	e := string(s)
+	if !strings.HasPrefix(e, "-") {
+		e = "-" + e
+	}
+	L.Push(luaErrorTable(L, redisErrorText(e)))
+	return 1
+}
+
+func luaStatusReply(L *lua.LState) int {
+	s, ok := L.Get(1).(lua.LString)
+	if L.GetTop() != 1 || !ok {
+		L.Push(luaErrorTable(L, redisErrorText("wrong number or type of arguments")))
+		return 1
+	}
+	t := L.CreateTable(0, 1)
+	t.RawSetString("ok", s)
+	L.Push(t)
+	return 1
+}
+
+// call is redis.call (raise) and redis.pcall: it runs a command and
+// converts its reply to Lua (an error reply: a table {err=...}, raised by
+// redis.call). What the shim does not simulate is raised either way.
+func (s *simLua) call(L *lua.LState, raise bool) int {
+	fail := func(text string) int {
+		t := luaErrorTable(L, text)
+		if raise {
+			L.Error(t, 1)
+			return 0
+		}
+		L.Push(t)
+		return 1
+	}
+	n := L.GetTop()
+	if n == 0 {
+		return fail("ERR Please specify at least one argument for this redis lib call")
+	}
+	args := s.args[:0]
+	for i := 1; i <= n; i++ {
+		switch v := L.Get(i).(type) {
+		case lua.LString:
+			args = append(args, string(v))
+		case lua.LNumber:
+			args = append(args, luaNumberArg(float64(v)))
+		default:
+			return fail("ERR Lua redis lib command arguments must be strings or integers")
+		}
+	}
+	s.args = args
+	r := s.x.dispatch(args)
+	clear(s.args) // the strings are the script's; let them go
+	if err := s.x.shimErr; err != nil {
+		L.RaiseError("%v", err)
+	}
+	if r.kind == respErr {
+		return fail(redisErrorText("-" + r.s))
+	}
+	L.Push(respToLua(L, r))
+	return 1
+}
+
+// respToLua converts a command's reply to Lua (RESP2 rules, the scripts'
+// default): integer → number, bulk → string, nil → false, status → {ok=},
+// error → {err=}, array → table (a nil element → false).
+func respToLua(L *lua.LState, r respValue) lua.LValue {
+	switch r.kind {
+	case respInt:
+		return lua.LNumber(r.n)
+	case respBulk:
+		return lua.LString(r.s)
+	case respStatus:
+		t := L.CreateTable(0, 1)
+		t.RawSetString("ok", lua.LString(r.s))
+		return t
+	case respErr:
+		return luaErrorTable(L, r.s)
+	case respArray:
+		t := L.CreateTable(len(r.arr), 0)
+		for i, e := range r.arr {
+			t.RawSetInt(i+1, respToLua(L, e))
+		}
+		return t
+	}
+	return lua.LFalse
+}
+
+// luaToResp converts a script's reply as Redis does: number → integer
+// (truncated), string → bulk, a table with err → error, with ok → status,
+// else an array up to its first nil; true → 1; false and nil → nil. Redis
+// 7.0 converts so over RESP3 connections too (TestSimLuaAgreesWithRedis),
+// unless the script called redis.setresp(3), which the shim does not have.
+func luaToResp(v lua.LValue) respValue {
+	switch v := v.(type) {
+	case lua.LNumber:
+		return intReply(int64(v))
+	case lua.LString:
+		return bulkReply(string(v))
+	case lua.LBool:
+		if v {
+			return intReply(1)
+		}
+	case *lua.LTable:
+		if e, ok := v.RawGetString("err").(lua.LString); ok {
+			return errReply(crlfToSpace.Replace(string(e)))
+		}
+		if s, ok := v.RawGetString("ok").(lua.LString); ok {
+			return statusReply(string(s))
+		}
+		r := respValue{kind: respArray}
+		for i := 1; ; i++ {
+			e := v.RawGetInt(i)
+			if e == lua.LNil {
+				break
+			}
+			r.arr = append(r.arr, luaToResp(e))
+		}
+		return r
+	}
+	return respValue{}
+}
+
+// crlfToSpace: an error reply is one line.
+var crlfToSpace = strings.NewReplacer("\r", " ", "\n", " ")
+
+// eval runs a script with its KEYS and ARGV.
+func (x *simExec) eval(src string, keys, argv []string) respValue {
+	sc := compileScript(src)
+	if sc.err != nil {
+		return errReply("ERR Error compiling script (new function): " + sc.err.Error())
+	}
+	s := getSimLua()
+	defer putSimLua(s)
+	L := s.L
+	s.x, x.inScript = x, true
+	defer func() { s.x, x.inScript = nil, false }()
+	g := L.G.Global
+	g.RawSetString("KEYS", luaArray(L, keys))
+	g.RawSetString("ARGV", luaArray(L, argv))
+	L.Push(L.NewFunctionFromProto(sc.proto))
+	err := L.PCall(0, 1, nil)
+	defer L.SetTop(0)
+	if err != nil {
+		var ae *lua.ApiError
+		text := err.Error()
+		if errors.As(err, &ae) {
+			if t, ok := ae.Object.(*lua.LTable); ok {
+				if e, ok := t.RawGetString("err").(lua.LString); ok {
+					text = string(e)
+				}
+			} else {
+				text = "ERR " + ae.Object.String()
+			}
+			if ae.Type == lua.ApiErrorPanic && x.shimErr == nil {
+				x.shimErr = fmt.Errorf("sim: the Lua shim panicked: %v", ae.Object)
+			}
+		}
+		if x.luaErr == nil {
+			x.luaErr = fmt.Errorf("script %s raised: %s", sc.name, text)
+		}
+		return errReply(text + " script: " + sc.name)
+	}
+	return luaToResp(L.Get(-1))
+}
+
+func luaArray(L *lua.LState, vs []string) *lua.LTable {
+	t := L.CreateTable(len(vs), 0)
+	for i, v := range vs {
+		t.RawSetInt(i+1, lua.LString(v))
+	}
+	return t
+}
+
+// cmdArgs converts a go-redis command's arguments to the words sent, as
+// go-redis writes them.
+func cmdArgs(args []any) ([]string, error) {
+	out := make([]string, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case nil:
+			out[i] = ""
+		case string:
+			out[i] = v
+		case []byte:
+			out[i] = string(v)
+		case int:
+			out[i] = strconv.FormatInt(int64(v), 10)
+		case int8:
+			out[i] = strconv.FormatInt(int64(v), 10)
+		case int16:
+			out[i] = strconv.FormatInt(int64(v), 10)
+		case int32:
+			out[i] = strconv.FormatInt(int64(v), 10)
+		case int64:
+			out[i] = strconv.FormatInt(v, 10)
+		case uint:
+			out[i] = strconv.FormatUint(uint64(v), 10)
+		case uint8:
+			out[i] = strconv.FormatUint(uint64(v), 10)
+		case uint16:
+			out[i] = strconv.FormatUint(uint64(v), 10)
+		case uint32:
+			out[i] = strconv.FormatUint(uint64(v), 10)
+		case uint64:
+			out[i] = strconv.FormatUint(v, 10)
+		case float32:
+			out[i] = strconv.FormatFloat(float64(v), 'f', -1, 64)
+		case float64:
+			out[i] = strconv.FormatFloat(v, 'f', -1, 64)
+		case bool:
+			out[i] = map[bool]string{true: "1", false: "0"}[v]
+		case time.Duration:
+			out[i] = strconv.FormatInt(v.Nanoseconds(), 10)
+		default:
+			return nil, fmt.Errorf("argument %d of type %T is not simulated", i, a)
+		}
+	}
+	return out, nil
+}
+
+// simRedisError is an error reply, as go-redis hands it over.
+type simRedisError string
+
+func (e simRedisError) Error() string { return string(e) }
+func (simRedisError) RedisError()     {}
+
+var _ redis.Error = simRedisError("")
+
+// respGo is a reply as go-redis's *redis.Cmd holds it.
+func respGo(r respValue) any {
+	switch r.kind {
+	case respInt:
+		return r.n
+	case respBulk, respStatus:
+		return r.s
+	case respErr:
+		return simRedisError(r.s)
+	case respArray:
+		out := make([]any, len(r.arr))
+		for i, e := range r.arr {
+			out[i] = respGo(e)
+		}
+		return out
+	}
+	return nil
+}
+
+// setCmdReply hands r to cmd as go-redis would have read it.
+func setCmdReply(cmd redis.Cmder, r respValue) error {
+	if r.kind == respErr {
+		cmd.SetErr(simRedisError(r.s))
+		return nil
+	}
+	if r.kind == respNil {
+		cmd.SetErr(redis.Nil)
+		return nil
+	}
+	switch c := cmd.(type) {
+	case *redis.StatusCmd:
+		switch r.kind {
+		case respStatus, respBulk:
+			c.SetVal(r.s)
+		case respInt:
+			c.SetVal(strconv.FormatInt(r.n, 10))
+		default:
+			return fmt.Errorf("sim: a %T cannot read a reply of kind %d", cmd, r.kind)
+		}
+	case *redis.Cmd:
+		c.SetVal(respGo(r))
+	default:
+		return fmt.Errorf("sim: replies to a %T are not simulated (simredis_test.go)", cmd)
+	}
+	return nil
+}
+
+// execLocked runs q on the master as the production Node would have it
+// run (m.mu held, master up): the command node.go builds, run on the
+// keyspace (a script in Lua), its reply read by node.go's readReply.
+func (m *simMaster) execLocked(q *Request) {
+	cmd := command(context.Background(), q)
+	if cmd == nil {
+		return // an unknown Op: command failed q
+	}
+	x := simExec{m: m, now: m.clockLocked()}
+	var r respValue
+	if args, err := cmdArgs(cmd.Args()); err != nil {
+		r = x.shimFail("%v", err)
+	} else {
+		r = x.dispatch(args)
+	}
+	if err := setCmdReply(cmd, r); err != nil && x.shimErr == nil {
+		x.shimErr = err
+	}
+	readReply(q, cmd)
+	if x.shimErr != nil {
+		if len(m.shimErrs) < maxSimErrs {
+			m.shimErrs = append(m.shimErrs, fmt.Errorf("%v: %w", q.Op, x.shimErr))
+		}
+		q.OK, q.Fence, q.Woke, q.Err = false, 0, false, x.shimErr
+	}
+	if x.luaErr != nil && len(m.luaErrs) < maxSimErrs {
+		m.luaErrs = append(m.luaErrs, fmt.Errorf("%v: %w", q.Op, x.luaErr))
+	}
+	if q.Op == OpRelease {
+		st := &m.stats
+		if q.Hand != "" && q.Reg != 0 && q.Place != 0 {
+			st.registrations++
+		}
+		if q.Hand != "" && q.Woke && !q.OK {
+			st.freeHand++
+		}
+		if q.Behind && x.addedLast {
+			st.behind++
+		}
+		if q.Hand == "" && q.Owner == "" && q.OK && strings.Contains(q.Value, "#") {
+			st.ghosts++
+		}
+	}
+}
