@@ -8,30 +8,15 @@ import (
 	"time"
 )
 
-// handoff is a Lock call of a plain lock (neither owned nor fenced) that
-// waits for the key to be handed to it: its failed attempts' rollbacks
-// register it in the key's queue on every master with its hand-off value
-// and TTL, and a release that frees the key there sets the key to that
-// value in the same script and tells the call (release.lua). With the key
-// handed to it by a quorum, the call holds the lock without a request of
-// its own: a hand-off across processes costs the release's round trip, as
-// a hand-off between goroutines of one process does.
-//
-// Validity. A master hands the key under the call's registration that it
-// holds then: it sets the key to value#reg and says reg. The registration
-// reached the master after the call sent it, so the key there lives at
-// least the TTL from that moment (regStart): the lock's validity is counted
-// from it, like an acquire's from its start. Only hand-offs under the
-// call's latest registration count, and none while an attempt of the call
-// is out, so every master counted holds value#reg since a moment after
-// regStart.
-//
-// Only the call deletes value#reg: a later registration of it (which hands
-// the key again under the new one if the call is first in the queue, or to
-// the call that is), its Unlock, its give-up. A registration deletes only
-// hand-offs under earlier ones, so one that lands late or twice (go-redis
-// drops the connection of a request that timed out, and may retry a
-// pipeline) cannot delete a hand-off the call counted.
+// handoff is the registration of a Lock call of a plain lock in the key's
+// queues on the masters: its failed attempts' rollbacks register it with
+// its hand-off value and TTL, and a release that frees the key there sets
+// the key to value#reg in the same script and tells the call (handon.lua).
+// With the key handed to it by a quorum under its latest registration, the
+// call holds the lock without a request of its own, valid from when it sent
+// that registration (regStart). Only the call deletes value#reg, and a
+// registration deletes only hand-offs under earlier ones. docs/internals.md
+// ("Wake-ups and hand-offs between processes") gives the argument.
 type handoff struct {
 	r     *Redlock
 	key   string

@@ -7,25 +7,18 @@ import (
 )
 
 // waiters is a per-key FIFO of this process's goroutines waiting in Lock.
-// It is only a hint that saves backoff sleeps and keeps one process's
-// goroutines fair to each other: the masters' quorum stays the authority on
-// who holds a key, every waiter still acquires through it, and every waiter
-// also keeps its own backoff timer, so a lost wake-up (or a holder in
-// another process) costs at most one backoff, never a deadlock.
+// It is a hint that saves backoff sleeps and keeps one process's goroutines
+// fair to each other: the masters' quorum stays the authority, every waiter
+// still acquires through it and keeps its own backoff timer, so a lost
+// wake-up costs at most one backoff.
 //
-// The head of a key's queue is woken when a local holder of the key unlocks;
-// it stays the head until it acquires or gives up, so an attempt that loses
-// to another process does not cost it its place. Lock calls that find a
-// queue join it before their first attempt, so a goroutine that just
-// unlocked cannot take the key straight back from those already waiting.
-//
-// A release can also come while a Lock call that is not yet queued has an
-// attempt out, one that fails because the key was still held when it reached
-// the masters: the release finds no one to wake, and the call would then
-// join the queue and sleep a whole backoff on a free key. So every release
-// also counts in releases, and an attempt notes the count before it starts
-// (peek); if the count moved by the time the failed call joins, it tries
-// again at once instead of waiting.
+// The head is woken when a local holder of the key unlocks, and stays the
+// head until it acquires or gives up. Lock calls that find a queue join it
+// before their first attempt, so a goroutine that just unlocked cannot take
+// the key back from those already waiting. A release that comes while a
+// call's first attempt is out finds no one to wake: releases are counted
+// per key (peek before the attempt, join after it), and a call that missed
+// one tries again at once.
 type waiters struct {
 	mu   sync.Mutex           // guards everything below
 	keys map[string][]*waiter // FIFO per key; a key with no waiter has no entry

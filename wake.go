@@ -19,21 +19,13 @@ import (
 //
 // The Redlock has a channel of its own on each master, subscribed over one
 // connection per master, opened when a goroutine first waits and closed by
-// Close. A Lock call that waits queues on each master in the key's queue of
-// waiting calls ([WaitKey]): the rollback of its failed attempt does it, in
-// the same script, so it costs no request. A release that frees the key
-// takes the first entry of that queue that someone still listens on: a
-// plain lock's call is handed the key, a fenced or owned lock's Redlock is
-// woken (it wakes the head of its local queue, [waiters], which tries at
-// once). Each master tells one waiting call per release, the one that
-// queued first, so wake-ups do not stampede however many processes wait.
-//
-// Pub/sub delivers at most once, a master may be down, a subscription may
-// break (go-redis reconnects it, and the waiting calls then try at once):
-// every waiter keeps its backoff timer, so a lost word costs at most one
-// backoff. A master whose user may not subscribe (ACL) gives no wake-ups;
-// the release scripts call the queue and publish commands through pcall,
-// so a user without them loses only the wake-ups. Nodes other than
+// Close. A waiting call queues in the key's queue on each master ([WaitKey])
+// through the rollback of its failed attempt, at no extra request; a
+// release that frees the key tells the first entry that someone listens on
+// (handon.lua). Pub/sub is at most once, a master may be down, a
+// subscription may break: every waiter keeps its backoff timer. A master
+// whose user may not subscribe (ACL) gives no wake-ups; the scripts call
+// the queue and publish commands through pcall. Nodes other than
 // [NewNode]'s give none.
 type wakeups struct {
 	r       *Redlock
