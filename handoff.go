@@ -85,6 +85,13 @@ func (h *handoff) attempting() {
 	h.count = 0
 }
 
+// at returns the place h's registrations are queued at.
+func (h *handoff) at() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.place
+}
+
 // registered reports whether a registration of h was sent.
 func (h *handoff) registered() bool {
 	if h == nil {

@@ -269,7 +269,7 @@ func TestHandOffRegistrationOrder(t *testing.T) {
 		if err := c.Set(ctx, key, handValue("H", 2), time.Minute).Err(); err != nil {
 			t.Fatal(err)
 		}
-		q := &Request{Op: OpRelease, Key: key, Value: "attempt", Waiter: "chan", Place: 7, Hand: "H", Reg: tc.reg, TTL: time.Minute}
+		q := &Request{Op: OpRelease, Key: key, Value: "attempt", Waiter: "chan", Place: 7, Queued: 7, Hand: "H", Reg: tc.reg, TTL: time.Minute}
 		n.Exec(ctx, []*Request{q})
 		if q.Err != nil {
 			t.Fatal(q.Err)
@@ -289,7 +289,7 @@ func TestHandOffRegistrationOrder(t *testing.T) {
 	if err := c.ZAdd(ctx, WaitKey(key), redis.Z{Score: 7, Member: later}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	q := &Request{Op: OpRelease, Key: key, Value: "attempt", Waiter: "chan", Place: 7, Hand: "H", Reg: 2, TTL: time.Minute}
+	q := &Request{Op: OpRelease, Key: key, Value: "attempt", Waiter: "chan", Place: 7, Queued: 7, Hand: "H", Reg: 2, TTL: time.Minute}
 	n.Exec(ctx, []*Request{q})
 	if q.Err != nil {
 		t.Fatal(q.Err)

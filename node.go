@@ -113,6 +113,10 @@ type Request struct {
 	// Behind, with Hand and Reg (an Unlock), registers the call again only
 	// behind the call the release handed Key to, when it did: Woke says so.
 	Behind bool
+	// Queued, with Hand, is the place the call's registrations so far are
+	// queued at (Place, unless an Unlock moves the call behind the next
+	// holder): the release takes them off there, and reads no other entry.
+	Queued int64
 
 	OK    bool
 	Fence uint64 // OpAcquireFenced: the fence counter when OK
@@ -324,7 +328,7 @@ func command(ctx context.Context, q *Request) redis.Cmder {
 		if q.Behind {
 			behind = 1
 		}
-		return redis.NewCmd(ctx, "eval", handoffSrc, 2, key, wk, value, waiter, place, q.Hand, q.Reg, q.TTL.Milliseconds(), behind)
+		return redis.NewCmd(ctx, "eval", handoffSrc, 2, key, wk, value, waiter, place, q.Hand, q.Reg, q.TTL.Milliseconds(), behind, q.Queued)
 	}
 	return unknownOp(q)
 }

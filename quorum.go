@@ -541,16 +541,18 @@ func (l *Lock) releasing(ctx context.Context, unlock bool, place int64, h *hando
 	switch {
 	case q.Waiter == "":
 	case h != nil && place != 0:
-		q.Hand, q.Place, q.TTL = h.value, h.place, h.ttl
+		q.Hand, q.TTL = h.value, h.ttl
+		q.Place = h.at()
+		q.Queued = q.Place
 		q.Reg = h.register(deadline) // before any master can hand under it
 	case unlock && l.h != nil:
 		// Queue again behind the call the key is handed to, if it is.
 		q.Hand, q.TTL, q.Behind = l.h.value, l.h.ttl, true
-		q.Place = time.Now().UnixMicro()
+		q.Queued, q.Place = l.h.at(), time.Now().UnixMicro()
 		q.Reg = l.r.wake.stay(l.h, q.Place, deadline, l.cfg.maxBackoff)
 		l.stayReg = q.Reg
 	case l.h != nil:
-		q.Hand = l.h.value
+		q.Hand, q.Queued = l.h.value, l.h.at()
 	default:
 		q.Place = place
 	}

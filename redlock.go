@@ -216,11 +216,8 @@ func (r *Redlock) unhand(h *handoff, nodeTimeout time.Duration) {
 	if channel == "" {
 		return
 	}
-	h.mu.Lock()
-	place := h.place
-	h.mu.Unlock()
 	r.startPhase(context.Background(), time.Now().Add(nodeTimeout), false,
-		Request{Op: OpRelease, Key: h.key, Hand: h.value, Waiter: channel, Place: place})
+		Request{Op: OpRelease, Key: h.key, Hand: h.value, Waiter: channel, Queued: h.at()})
 	r.waiters.wake(h.key)
 }
 

@@ -411,6 +411,7 @@ func TestSimMasterQueuesAgreeWithRedis(t *testing.T) {
 			q.Hand, q.Reg = pick(hands), uint64(1+rng.IntN(4))
 			q.Place = places[1+rng.IntN(len(places)-1)]
 			q.TTL = time.Duration(5+rng.IntN(5)) * time.Second
+			q.Queued = q.Place
 			if rng.IntN(4) == 0 {
 				q.Place = 0 // a rollback that does not queue again
 			}
@@ -419,10 +420,12 @@ func TestSimMasterQueuesAgreeWithRedis(t *testing.T) {
 			q.Hand, q.Reg, q.Behind = pick(hands), uint64(1+rng.IntN(4)), true
 			q.Value = q.Hand + "#" + strconv.Itoa(1+rng.IntN(4))
 			q.Place = 500 + int64(rng.IntN(3))*100
+			q.Queued = places[1+rng.IntN(len(places)-1)] // where it waited before
 			q.TTL = time.Duration(5+rng.IntN(5)) * time.Second
 		default:
 			kind = "give-up"
 			q.Hand, q.Place = pick(hands), places[1+rng.IntN(len(places)-1)]
+			q.Queued = q.Place
 			if rng.IntN(2) == 0 {
 				q.Value = q.Hand + "#" + strconv.Itoa(1+rng.IntN(4)) // an Unlock of a hand-off without Behind
 			}

@@ -158,21 +158,22 @@ var simCommands map[string]simCmd
 
 func init() {
 	simCommands = map[string]simCmd{
-		"get":     {2, false, cmdGet},
-		"set":     {-3, false, cmdSet},
-		"del":     {-2, false, cmdDel},
-		"pexpire": {-3, false, cmdPexpire},
-		"time":    {1, false, cmdTime},
-		"type":    {2, false, cmdType},
-		"hget":    {3, false, cmdHget},
-		"hset":    {-4, false, cmdHset},
-		"hdel":    {-3, false, cmdHdel},
-		"hgetall": {2, false, cmdHgetall},
-		"zadd":    {-4, false, cmdZadd},
-		"zrem":    {-3, false, cmdZrem},
-		"zrange":  {-4, false, cmdZrange},
-		"publish": {3, false, cmdPublish},
-		"eval":    {-3, true, cmdEval},
+		"get":           {2, false, cmdGet},
+		"set":           {-3, false, cmdSet},
+		"del":           {-2, false, cmdDel},
+		"pexpire":       {-3, false, cmdPexpire},
+		"time":          {1, false, cmdTime},
+		"type":          {2, false, cmdType},
+		"hget":          {3, false, cmdHget},
+		"hset":          {-4, false, cmdHset},
+		"hdel":          {-3, false, cmdHdel},
+		"hgetall":       {2, false, cmdHgetall},
+		"zadd":          {-4, false, cmdZadd},
+		"zrem":          {-3, false, cmdZrem},
+		"zrange":        {-4, false, cmdZrange},
+		"zrangebyscore": {-4, false, cmdZrangebyscore},
+		"publish":       {3, false, cmdPublish},
+		"eval":          {-3, true, cmdEval},
 	}
 }
 
@@ -556,6 +557,48 @@ func cmdZrange(x *simExec, a []string) respValue {
 	stop = min(stop, n-1)
 	for _, m := range k.members()[start : stop+1] {
 		r.arr = append(r.arr, bulkReply(m))
+	}
+	return r
+}
+
+// cmdZrangebyscore is ZRANGEBYSCORE key min max, inclusive bounds that are
+// numbers or -inf/+inf (no '(' bounds, WITHSCORES or LIMIT).
+func cmdZrangebyscore(x *simExec, a []string) respValue {
+	if len(a) > 4 {
+		return x.shimFail("ZRANGEBYSCORE option %s is not simulated", a[4])
+	}
+	bound := func(s string) (float64, bool) {
+		switch strings.ToLower(s) {
+		case "-inf":
+			return math.Inf(-1), true
+		case "+inf", "inf":
+			return math.Inf(1), true
+		}
+		if strings.HasPrefix(s, "(") {
+			return 0, false
+		}
+		return redisFloat(s)
+	}
+	lo, ok1 := bound(a[2])
+	hi, ok2 := bound(a[3])
+	if strings.HasPrefix(a[2], "(") || strings.HasPrefix(a[3], "(") {
+		return x.shimFail("ZRANGEBYSCORE exclusive bounds are not simulated")
+	}
+	if !ok1 || !ok2 {
+		return errReply("ERR min or max is not a float")
+	}
+	k, e := x.zset(a[1])
+	if e != nil {
+		return *e
+	}
+	r := respValue{kind: respArray}
+	if k == nil {
+		return r
+	}
+	for _, m := range k.members() {
+		if sc := k.zset[m]; sc >= lo && sc <= hi {
+			r.arr = append(r.arr, bulkReply(m))
+		}
 	}
 	return r
 }

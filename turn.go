@@ -78,7 +78,7 @@ func (r *Redlock) newTurn(ctx context.Context, key string, cfg *config) *turn {
 		deadline := time.Now().Add(cfg.nodeTimeout)
 		if handable(cfg) {
 			t.h = r.wake.newHandoff(key, t.ticket, cfg.ttl)
-			q.Hand, q.TTL = t.h.value, cfg.ttl
+			q.Hand, q.TTL, q.Queued = t.h.value, cfg.ttl, t.ticket
 			q.Reg = t.h.register(deadline)
 		}
 		r.startPhase(context.WithoutCancel(ctx), deadline, false, q)

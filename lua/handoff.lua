@@ -41,8 +41,11 @@ local rq = pl ~= '0' and rg ~= 0
 local bh = rq and ARGV[7] == '1'
 -- Only registrations up to rg are taken off: one that lands late must not
 -- take off (and then hold the key for) a later one; it does not queue then.
+-- The call's registrations are all at its place ARGV[8] (an Unlock moves
+-- it behind the next holder, and passes the place it leaves): only those
+-- are read, never the whole queue.
 local newer = false
-for _, m in ipairs(P('ZRANGE', q, 0, -1)) do
+for _, m in ipairs(P('ZRANGEBYSCORE', q, ARGV[8], ARGV[8])) do
   if m:sub(1, #me) == me then
     if rg == 0 or (tonumber(m:match('(%d+)$')) or 0) <= rg then
       P('ZREM', q, m)
