@@ -7,9 +7,9 @@ import (
 )
 
 // FuzzMasterURL builds master URLs around a password that starts with a
-// marker: ParseMasterURL never panics, returns options or a *ConfigError,
-// and neither its error, RedactURL nor the master's address (the Node's name)
-// shows the password.
+// marker: ParseMasterURL and ParseMaster never panic, return options or a
+// *ConfigError, and neither their errors, RedactURL nor the master's
+// addresses (the Node's name) show the password.
 func FuzzMasterURL(f *testing.F) {
 	for _, s := range [][4]string{
 		{"redis", "locker", "pw", "127.0.0.1:6379/0"},
@@ -19,6 +19,10 @@ func FuzzMasterURL(f *testing.F) {
 		{"", "u", "", "@h:1"},
 		{"unix", "u", "x", "/tmp/redis.sock?db=1"},
 		{"redis", "u", "pw:more", "h:99999"},
+		{"redis+sentinel", "", "x", "s:26379/1?master_name=m&addr=s2:26379&password=p"},
+		{"rediss+sentinel", "u", "p@?x", "s:1?master_name=m"},
+		{"redis+cluster", "u", "x", "h:7000?addr=h2:7001"},
+		{"redis+cluster", "u", "x#y", "h:7000/1"},
 	} {
 		f.Add(s[0], s[1], s[2], s[3])
 	}
@@ -35,6 +39,7 @@ func FuzzMasterURL(f *testing.F) {
 		if red := RedactURL(raw); strings.Contains(red, marker) {
 			t.Fatalf("RedactURL(%q) = %q", raw, red)
 		}
+		checkParseMaster(t, raw, marker)
 		o, err := ParseMasterURL(raw)
 		if err != nil {
 			var ce *ConfigError
@@ -50,4 +55,32 @@ func FuzzMasterURL(f *testing.F) {
 			t.Fatalf("ParseMasterURL(%q): the password went into addr %q or user %q", raw, o.Addr, o.Username)
 		}
 	})
+}
+
+// checkParseMaster checks ParseMaster(raw) as FuzzMasterURL checks
+// ParseMasterURL: no password in its error or in the names it gives.
+func checkParseMaster(t *testing.T, raw, marker string) {
+	m, err := ParseMaster(raw)
+	if err != nil {
+		var ce *ConfigError
+		if !errors.As(err, &ce) {
+			t.Fatalf("ParseMaster(%q): %v (%T), want a *ConfigError", raw, err, err)
+		}
+		if strings.Contains(err.Error(), marker) {
+			t.Fatalf("ParseMaster(%q): the error shows the password: %v", raw, err)
+		}
+		return
+	}
+	var name string
+	switch {
+	case m.Sentinel != nil:
+		name = failoverName(m.Sentinel.MasterName, m.Sentinel.SentinelAddrs, m.Sentinel.DB) + " " + m.Sentinel.SentinelUsername
+	case m.Cluster != nil:
+		name = strings.Join(m.Cluster.Addrs, ",") + " " + m.Cluster.Username
+	default:
+		name = m.Client.Addr + " " + m.Client.Username
+	}
+	if strings.Contains(name, marker) {
+		t.Fatalf("ParseMaster(%q): the password went into the name or user: %q", raw, name)
+	}
 }

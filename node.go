@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,7 +27,9 @@ import (
 // one request at a time, for fault-injecting wrappers and other clients.
 type Node interface {
 	// Name identifies the master in errors and reports: its address and
-	// database, never its credentials. Two Nodes with the same Name are the
+	// database, or for a master that is a replicated set or a cluster, the
+	// addresses and names that identify it (see [NewNode]); never its
+	// credentials, never a pointer. Two Nodes with the same Name are the
 	// same master.
 	Name() string
 
@@ -236,38 +239,113 @@ func script(srcs ...string) string {
 type redisNode struct {
 	c    redis.UniversalClient
 	name string
+	// unnamed, when not empty, says why name does not tell this master from
+	// another of its kind, and what would: [New] says so when two collide.
+	unnamed string
 }
 
 var _ Node = (*redisNode)(nil)
 
-// NewNode returns a Node that talks to the master behind c (one master: a
-// *redis.Client, or a redis.UniversalClient made for one address). Each
-// batch of requests goes out as one pipeline on one connection. It returns
-// nil when c is nil, which [New] reports as an error.
+// NewNode returns a Node that talks to the master behind c. Each batch of
+// requests goes out as one pipeline on one connection. It returns nil when c
+// is nil, which [New] reports as an error.
+//
+// The Node is named by what c was made for, never with credentials:
+//
+//   - a *redis.Client for one server: host:port/db (a Unix socket: its path/db);
+//   - a *redis.ClusterClient: cluster:host:port,host:port (its seed
+//     addresses, sorted);
+//   - a *redis.Ring: ring:shard=host:port,…/db (its shards, sorted by name).
+//
+// A client made by redis.NewFailoverClient (Sentinel) does not tell its
+// master name and Sentinels: make its Node with [NewFailoverNode] instead.
+// Two clients given different seed addresses of one cluster get different
+// names: New cannot tell they are the same master.
 //
 // The Redlock keeps every deadline it promises whatever the client's
 // settings, but a request to a frozen master holds that master's lane until
 // the client gives up on it: make the client with ContextTimeoutEnabled: true
 // so that this is the node timeout rather than the ReadTimeout (3 s by
 // default, times MaxRetries). MaxRetries: -1 and DialerRetries: 1 make a dead
-// master fail at once; [ParseMasterURL] sets all three.
+// master fail at once; [ParseMasterURL] and [ParseMaster] set all three.
 func NewNode(c redis.UniversalClient) Node {
 	if c == nil || isNil(c) {
 		return nil
 	}
-	return &redisNode{c: c, name: clientName(c)}
+	name, unnamed := clientName(c)
+	return &redisNode{c: c, name: name, unnamed: unnamed}
 }
 
-// clientName names the master behind c without its credentials.
-func clientName(c any) string {
+// NewFailoverNode returns a Node that talks to the Sentinel-managed master
+// behind c, a client made by redis.NewFailoverClient(opt) (or by
+// redis.NewUniversalClient with a MasterName): as [NewNode] does, but named
+// sentinel:MASTER@SENTINEL,SENTINEL/db — opt's master name, its Sentinels'
+// addresses sorted, and the database — which go-redis does not let NewNode
+// read from c. Two Sentinel-managed masters get different names, the same
+// one twice the same name. When c is not a failover client, opt is ignored
+// and c is named as NewNode names it. It returns nil when c or opt is nil.
+func NewFailoverNode(c redis.UniversalClient, opt *redis.FailoverOptions) Node {
+	if c == nil || isNil(c) || opt == nil {
+		return nil
+	}
+	n := NewNode(c).(*redisNode)
+	if n.unnamed != "" {
+		db := opt.DB
+		if fc, ok := c.(*redis.Client); ok {
+			db = fc.Options().DB
+		}
+		n.name, n.unnamed = failoverName(opt.MasterName, opt.SentinelAddrs, db), ""
+	}
+	return n
+}
+
+// failoverAddr is the address go-redis gives every client that
+// redis.NewFailoverClient makes: the master's is known only once connected.
+const failoverAddr = "FailoverClient"
+
+// clientName names the master behind c without its credentials. When the
+// name cannot tell c's master from another one of its kind, unnamed says
+// why and what would.
+func clientName(c any) (name, unnamed string) {
 	switch c := c.(type) {
 	case *redis.Client:
 		o := c.Options()
-		return o.Addr + "/" + strconv.Itoa(o.DB)
+		if o.Addr == failoverAddr {
+			return "sentinel:?/" + strconv.Itoa(o.DB),
+				"Sentinel-managed clients (redis.NewFailoverClient) do not tell their master name and Sentinels: make each Node with NewFailoverNode(client, its FailoverOptions)"
+		}
+		return o.Addr + "/" + strconv.Itoa(o.DB), ""
+	case *redis.ClusterClient:
+		o := c.Options()
+		if len(o.Addrs) == 0 {
+			return "cluster:?", "cluster clients without seed addresses (redis.NewFailoverClusterClient, ClusterSlots) do not tell which cluster they reach: wrap each with NodeFunc under a name of your own"
+		}
+		return "cluster:" + strings.Join(sortedSet(o.Addrs), ","), ""
+	case *redis.Ring:
+		o := c.Options()
+		shards := make([]string, 0, len(o.Addrs))
+		for shard, addr := range o.Addrs {
+			shards = append(shards, shard+"="+addr)
+		}
+		return "ring:" + strings.Join(sortedSet(shards), ",") + "/" + strconv.Itoa(o.DB), ""
 	case fmt.Stringer:
-		return c.String()
+		return c.String(), ""
 	}
-	return fmt.Sprintf("%T@%p", c, c)
+	return fmt.Sprintf("%T", c), fmt.Sprintf("clients of type %T do not tell which master they reach: wrap each with NodeFunc under a name of your own", c)
+}
+
+// failoverName names a Sentinel-managed master: its name, its Sentinels and
+// the database.
+func failoverName(master string, sentinels []string, db int) string {
+	return "sentinel:" + master + "@" + strings.Join(sortedSet(sentinels), ",") + "/" + strconv.Itoa(db)
+}
+
+// sortedSet returns a sorted copy of ss without repeats: a name does not
+// depend on the order the addresses were given in.
+func sortedSet(ss []string) []string {
+	ss = slices.Clone(ss)
+	slices.Sort(ss)
+	return slices.Compact(ss)
 }
 
 func (n *redisNode) Name() string { return n.name }

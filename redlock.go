@@ -114,6 +114,9 @@ func New(nodes []Node, opts ...Option) (*Redlock, error) {
 		}
 		name := n.Name()
 		if j, dup := seen[name]; dup {
+			if rn, ok := n.(*redisNode); ok && rn.unnamed != "" {
+				return nil, configErr("nodes", "nodes %d and %d are both named %s: %s", j, i, name, rn.unnamed)
+			}
 			return nil, configErr("nodes", "nodes %d and %d are the same master %s; each must be an independent master", j, i, name)
 		}
 		seen[name] = i

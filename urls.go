@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,25 +17,133 @@ import (
 // respect context deadlines); this only ends a hung dial of a straggler sooner.
 const urlDialTimeout = time.Second
 
-// ParseMasterURL returns the go-redis client options for one master named by
-// rawURL: redis://[user:password@]host:port[/db], rediss://… (TLS), or a plain
-// host:port, read as redis://host:port. Query parameters are go-redis's
-// (see [redis.ParseURL]).
+// The forms of master URL, for errors that say what would be right.
+const (
+	wantPlainURL    = "redis://[user:password@]host:port[/db], rediss://… or host:port"
+	wantSentinelURL = "redis+sentinel://[sentinel-user:password@]host:port[/db]?master_name=NAME[&addr=host:port…]"
+	wantClusterURL  = "redis+cluster://[user:password@]host:port[?addr=host:port…]"
+)
+
+// MasterOptions are the go-redis options of one master named by a URL
+// ([ParseMaster]): exactly one field is set, by the kind of master the
+// URL's scheme names.
+type MasterOptions struct {
+	// Client: one server (redis://, rediss://, unix://, or host:port).
+	Client *redis.Options
+	// Sentinel: a primary with replicas that Sentinel watches
+	// (redis+sentinel://, rediss+sentinel://); make the client with
+	// redis.NewFailoverClient and its Node with [NewFailoverNode].
+	Sentinel *redis.FailoverOptions
+	// Cluster: a Redis Cluster (redis+cluster://, rediss+cluster://).
+	Cluster *redis.ClusterOptions
+}
+
+// NewClient returns a new go-redis client for the master: a *redis.Client
+// (for Client and Sentinel) or a *redis.ClusterClient. The caller closes it.
+func (m MasterOptions) NewClient() redis.UniversalClient {
+	switch {
+	case m.Sentinel != nil:
+		return redis.NewFailoverClient(m.Sentinel)
+	case m.Cluster != nil:
+		return redis.NewClusterClient(m.Cluster)
+	}
+	return redis.NewClient(m.Client)
+}
+
+// node is the Node of c, a client that m.NewClient made.
+func (m MasterOptions) node(c redis.UniversalClient) Node {
+	if m.Sentinel != nil {
+		return NewFailoverNode(c, m.Sentinel)
+	}
+	return NewNode(c)
+}
+
+// ParseMaster returns the go-redis options of the master named by rawURL,
+// one master per URL, of one of three kinds:
+//
+//   - one server: redis://[user:password@]host:port[/db], rediss://… (TLS),
+//     unix://[user:password@]/path[?db=N], or a plain host:port, read as
+//     redis://host:port (see [redis.ParseURL]);
+//   - a primary with replicas under Sentinel:
+//     redis+sentinel://[sentinel-user:password@]host:port[/db]?master_name=NAME[&addr=host:port…],
+//     or rediss+sentinel://… (TLS), naming one or more Sentinels and the
+//     name they watch the master by; as in [redis.ParseFailoverURL], the
+//     user information is the Sentinels' credentials, and the master's are
+//     the username= and password= parameters;
+//   - a Redis Cluster:
+//     redis+cluster://[user:password@]host:port[?addr=host:port…], or
+//     rediss+cluster://… (TLS), naming one or more of its nodes (see
+//     [redis.ParseClusterURL]).
+//
+// Other query parameters are go-redis's for that kind. A plain URL with
+// master_name or addr parameters is refused: one URL names one master, and
+// the scheme says which kind.
 //
 // Unless the URL says otherwise, the options turn go-redis's own retries off
-// (MaxRetries -1, DialerRetries 1) and make the client respect context
-// deadlines, so that the per-node timeout is the only bound that matters and a
-// dead master fails at once. Errors name the URL with its password replaced by
-// "xxxxx".
-func ParseMasterURL(rawURL string) (*redis.Options, error) {
+// (MaxRetries -1, DialerRetries 1; a cluster still follows MOVED and ASK
+// redirects) and make the client respect context deadlines, so that the
+// per-node timeout is the only bound that matters and a dead master fails at
+// once. Errors are [*ConfigError]s that name the URL with its passwords
+// replaced by "xxxxx" (see [RedactURL]).
+func ParseMaster(rawURL string) (MasterOptions, error) {
 	s := strings.TrimSpace(rawURL)
 	if s == "" {
-		return nil, configErr("master URL", "empty; want redis://[user:password@]host:port[/db], rediss://… or host:port")
+		return MasterOptions{}, configErr("master URL", "empty; want %s, %s or %s", wantPlainURL, wantSentinelURL, wantClusterURL)
 	}
 	if !strings.Contains(s, "://") {
 		s = "redis://" + s
 	}
 	shown := RedactURL(s)
+	u, err := checkURL(s, shown)
+	if err != nil {
+		return MasterOptions{}, err
+	}
+	base, kind, _ := strings.Cut(u.Scheme, "+")
+	if kind != "" {
+		if base != "redis" && base != "rediss" || kind != "sentinel" && kind != "cluster" {
+			return MasterOptions{}, configErr("master URL", "%s: unknown scheme %s; want %s, %s (or rediss+sentinel:// for TLS) or %s (or rediss+cluster://)",
+				shown, u.Scheme, wantPlainURL, wantSentinelURL, wantClusterURL)
+		}
+		// go-redis's parsers read the scheme without the kind.
+		s = base + s[strings.Index(s, "://"):]
+	}
+	switch kind {
+	case "sentinel":
+		o, err := parseSentinelURL(s, shown)
+		return MasterOptions{Sentinel: o}, err
+	case "cluster":
+		o, err := parseClusterURL(s, shown, u)
+		return MasterOptions{Cluster: o}, err
+	}
+	o, err := parsePlainURL(s, shown, u)
+	return MasterOptions{Client: o}, err
+}
+
+// ParseMasterURL returns the go-redis client options for one server named by
+// rawURL: redis://[user:password@]host:port[/db], rediss://… (TLS), or a
+// plain host:port, read as redis://host:port, with the settings [ParseMaster]
+// describes. A URL that names a Sentinel-managed master or a cluster
+// (redis+sentinel://, redis+cluster://) has options of another type: it is
+// refused with a [*ConfigError] that says to use ParseMaster.
+func ParseMasterURL(rawURL string) (*redis.Options, error) {
+	m, err := ParseMaster(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if m.Client == nil {
+		kind, typ := "a Sentinel-managed master", "redis.FailoverOptions"
+		if m.Cluster != nil {
+			kind, typ = "a Redis Cluster", "redis.ClusterOptions"
+		}
+		return nil, configErr("master URL", "%s names %s, whose options are %s, not redis.Options: use ParseMaster",
+			RedactURL(strings.TrimSpace(rawURL)), kind, typ)
+	}
+	return m.Client, nil
+}
+
+// checkURL parses s, a master URL shown as shown, and refuses one whose
+// password would show in errors because it is not where url reads it.
+func checkURL(s, shown string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	if err == nil && hasPassword(s) {
 		if _, ok := u.User.Password(); !ok {
@@ -56,10 +165,23 @@ func ParseMasterURL(rawURL string) (*redis.Options, error) {
 		}
 		return nil, configErr("master URL", "%s is not a valid URL: %v", shown, err)
 	}
+	return u, nil
+}
+
+// parsePlainURL returns the options of one server named by s (shown as
+// shown, parsed as u).
+func parsePlainURL(s, shown string, u *url.URL) (*redis.Options, error) {
+	q := u.Query()
+	switch {
+	case q.Has("master_name"):
+		return nil, configErr("master URL", "%s: master_name is a Sentinel parameter; for a master that Sentinel watches, want %s", shown, wantSentinelURL)
+	case q.Has("addr"):
+		return nil, configErr("master URL", "%s: addr names more servers, but one URL names one master; for a Redis Cluster want %s, for a master that Sentinel watches %s",
+			shown, wantClusterURL, wantSentinelURL)
+	}
 	o, err := redis.ParseURL(s)
 	if err != nil {
-		return nil, configErr("master URL", "%s: %s; want redis://[user:password@]host:port[/db], rediss://… or host:port",
-			shown, urlProblem(s, err))
+		return nil, configErr("master URL", "%s: %s; want %s", shown, urlProblem(s, err, parsePlain), wantPlainURL)
 	}
 	if o.MaxRetries == 0 {
 		o.MaxRetries = -1
@@ -74,21 +196,76 @@ func ParseMasterURL(rawURL string) (*redis.Options, error) {
 	return o, nil
 }
 
+// parseSentinelURL returns the options of the Sentinel-managed master named
+// by s (shown as shown), its scheme redis:// or rediss://.
+func parseSentinelURL(s, shown string) (*redis.FailoverOptions, error) {
+	o, err := redis.ParseFailoverURL(s)
+	if err != nil {
+		return nil, configErr("master URL", "%s: %s; want %s", shown, urlProblem(s, err, parseFailover), wantSentinelURL)
+	}
+	switch {
+	case o.MasterName == "":
+		return nil, configErr("master URL", "%s: no master_name: Sentinel watches masters by name; want %s", shown, wantSentinelURL)
+	case o.RouteByLatency || o.RouteRandomly || o.ReplicaOnly:
+		return nil, configErr("master URL", "%s: route_by_latency, route_randomly and replica_only send commands to replicas, but a lock is taken on the primary; drop them", shown)
+	}
+	if o.MaxRetries == 0 {
+		o.MaxRetries = -1
+	}
+	if o.DialerRetries == 0 {
+		o.DialerRetries = 1
+	}
+	if o.DialTimeout == 0 {
+		o.DialTimeout = urlDialTimeout
+	}
+	o.ContextTimeoutEnabled = true
+	return o, nil
+}
+
+// parseClusterURL returns the options of the Redis Cluster named by s (shown
+// as shown, parsed as u), its scheme redis:// or rediss://.
+func parseClusterURL(s, shown string, u *url.URL) (*redis.ClusterOptions, error) {
+	if p := strings.Trim(u.Path, "/"); p != "" && p != "0" {
+		return nil, configErr("master URL", "%s: a Redis Cluster has database 0 only; want %s", shown, wantClusterURL)
+	}
+	o, err := redis.ParseClusterURL(s)
+	if err != nil {
+		return nil, configErr("master URL", "%s: %s; want %s", shown, urlProblem(s, err, parseCluster), wantClusterURL)
+	}
+	if o.MaxRetries == 0 {
+		o.MaxRetries = -1
+	}
+	if o.DialerRetries == 0 {
+		o.DialerRetries = 1
+	}
+	if o.DialTimeout == 0 {
+		o.DialTimeout = urlDialTimeout
+	}
+	o.ContextTimeoutEnabled = true
+	return o, nil
+}
+
+// go-redis's parsers, their options dropped, for urlProblem.
+func parsePlain(s string) error    { _, err := redis.ParseURL(s); return err }
+func parseFailover(s string) error { _, err := redis.ParseFailoverURL(s); return err }
+func parseCluster(s string) error  { _, err := redis.ParseClusterURL(s); return err }
+
 // NewFromURLs returns a Redlock over one go-redis client per URL (see
-// [ParseMasterURL] for the forms accepted and the client settings), each
-// wrapped with [NewNode], with opts as in [New]. Unlike New, the Redlock owns
+// [ParseMaster] for the forms accepted — one server, a Sentinel-managed
+// master, a Redis Cluster — and the client settings), each wrapped with
+// [NewNode] or [NewFailoverNode], with opts as in [New]. Unlike New, the Redlock owns
 // the clients it makes: [Redlock.Close] closes them. Errors name the
 // offending URL without its password. To configure the clients further
 // (certificates, a dialer, hooks such as redisotel), build them from
-// ParseMasterURL's options and use NewNode and New instead.
+// ParseMaster's options and use NewNode (or NewFailoverNode) and New instead.
 func NewFromURLs(urls []string, opts ...Option) (*Redlock, error) {
 	if len(urls) == 0 {
 		return nil, configErr("master URLs", "need at least one master URL, got none")
 	}
 	var errs []error
-	optsOf := make([]*redis.Options, len(urls))
+	optsOf := make([]MasterOptions, len(urls))
 	for i, u := range urls {
-		o, err := ParseMasterURL(u)
+		o, err := ParseMaster(u)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -97,11 +274,11 @@ func NewFromURLs(urls []string, opts ...Option) (*Redlock, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	cs := make([]*redis.Client, len(urls))
+	cs := make([]redis.UniversalClient, len(urls))
 	nodes := make([]Node, len(urls))
 	for i, o := range optsOf {
-		cs[i] = redis.NewClient(o)
-		nodes[i] = NewNode(cs[i])
+		cs[i] = o.NewClient()
+		nodes[i] = o.node(cs[i])
 	}
 	closeAll := func() error {
 		var g errgroup.Group
@@ -124,15 +301,53 @@ func NewFromURLs(urls []string, opts ...Option) (*Redlock, error) {
 	return r, nil
 }
 
-// RedactURL returns rawURL with the password in its user information replaced
-// by "xxxxx", also when rawURL does not parse, so that it can be shown in
-// errors and logs.
+// RedactURL returns rawURL with its passwords replaced by "xxxxx" — the one
+// in its user information, and the values of password= and
+// sentinel_password= parameters (a Sentinel URL's master password) — also
+// when rawURL does not parse, so that it can be shown in errors and logs.
 func RedactURL(rawURL string) string {
-	colon, at, ok := passwordSpan(rawURL)
-	if !ok {
+	var spans [][2]int // [from, to) of each password, in order
+	if colon, at, ok := passwordSpan(rawURL); ok {
+		spans = append(spans, [2]int{colon + 1, at})
+	}
+	for _, p := range []string{"password=", "sentinel_password="} {
+		for i := 0; ; {
+			j := strings.Index(rawURL[i:], p)
+			if j < 0 {
+				break
+			}
+			from := i + j + len(p)
+			if c := i + j - 1; c >= 0 && (rawURL[c] == '?' || rawURL[c] == '&') {
+				to := strings.IndexByte(rawURL[from:], '&')
+				if to < 0 {
+					to = len(rawURL)
+				} else {
+					to += from
+				}
+				spans = append(spans, [2]int{from, to})
+			}
+			i = from
+		}
+	}
+	if len(spans) == 0 {
 		return rawURL
 	}
-	return rawURL[:colon+1] + "xxxxx" + rawURL[at:]
+	// The spans may overlap (an unencoded "@" in a query password, a "?" in
+	// the user information): replace each stretch they cover once.
+	slices.SortFunc(spans, func(a, b [2]int) int { return a[0] - b[0] })
+	var b strings.Builder
+	last := 0
+	for i := 0; i < len(spans); {
+		from, to := spans[i][0], spans[i][1]
+		for i++; i < len(spans) && spans[i][0] <= to; i++ {
+			to = max(to, spans[i][1])
+		}
+		b.WriteString(rawURL[last:from])
+		b.WriteString("xxxxx")
+		last = to
+	}
+	b.WriteString(rawURL[last:])
+	return b.String()
 }
 
 // passwordSpan finds the password in rawURL: it lies between the colon and the
@@ -154,14 +369,14 @@ func passwordSpan(rawURL string) (colon, at int, ok bool) {
 	return start + colon, start + at, true
 }
 
-// urlProblem is go-redis's complaint err about rawURL, without the password.
-// Its messages quote parts of the URL (the path, for a database number), and
-// an "@" outside the host part puts the password there: for a URL with a
-// password it is the complaint about the redacted URL.
-func urlProblem(rawURL string, err error) string {
-	if hasPassword(rawURL) {
-		_, err = redis.ParseURL(RedactURL(rawURL))
-		if err == nil {
+// urlProblem is go-redis's complaint err about rawURL, which parse (one of
+// go-redis's parsers) made, without the password. Its messages quote parts
+// of the URL (the path, for a database number), and an "@" outside the host
+// part puts the password there: for a URL with a password it is the
+// complaint about the redacted URL.
+func urlProblem(rawURL string, err error, parse func(string) error) string {
+	if RedactURL(rawURL) != rawURL {
+		if err = parse(RedactURL(rawURL)); err == nil {
 			return "not a valid master URL"
 		}
 	}

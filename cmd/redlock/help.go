@@ -41,6 +41,13 @@ per independent Redis master (not replicas; an odd number is best):
   redis://[user:password@]host:port[/db]   plain TCP
   rediss://[user:password@]host:port[/db]  TLS
   host:port                                the same as redis://host:port
+  redis+sentinel://host:port?master_name=NAME[&addr=host:port...]
+                                           a primary with replicas under Sentinel:
+                                           the Sentinels, and the name they watch it
+                                           by; its password as &password=...
+  redis+cluster://[user:password@]host:port[?addr=host:port...]
+                                           a Redis Cluster: one or more of its nodes
+(rediss+sentinel:// and rediss+cluster:// for TLS.)
 Percent-encode special characters in a password (@ as %40). Errors and reports
 never show a password.
 `

@@ -49,9 +49,9 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return usageFail(stderr, "status", err)
 	}
-	opts := make([]*redis.Options, len(urls))
+	opts := make([]redlock.MasterOptions, len(urls))
 	for i, u := range urls {
-		if opts[i], err = redlock.ParseMasterURL(u); err != nil {
+		if opts[i], err = redlock.ParseMaster(u); err != nil {
 			return usageFail(stderr, "status", err)
 		}
 	}
@@ -77,8 +77,8 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 // readMaster reads key (a plain lock's value, or an owned lock's owner and
 // holds), its PTTL and its fence counter from one master.
-func readMaster(ctx context.Context, o *redis.Options, key string, timeout time.Duration) masterState {
-	c := redis.NewClient(o)
+func readMaster(ctx context.Context, o redlock.MasterOptions, key string, timeout time.Duration) masterState {
+	c := o.NewClient()
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -37,6 +37,10 @@ func TestUsageErrors(t *testing.T) {
 		{"", []string{"exec", "--masters", "redis://h:1/db", "job", "--", "true"}, "redis://h:1/db: invalid database number"},
 		{"", []string{"exec", "--masters", "http://h:1", "job", "--", "true"}, "scheme"},
 		{"", []string{"status", "--masters", "h:1?nope=1", "job"}, "nope"},
+		{"", []string{"exec", "--masters", "redis://h:1?master_name=m", "job", "--", "true"}, "want redis+sentinel://"},
+		{"", []string{"exec", "--masters", "redis://h:1?addr=h:2", "job", "--", "true"}, "want redis+cluster://"},
+		{"", []string{"status", "--masters", "redis+sentinel://h:1", "job"}, "no master_name"},
+		{"", []string{"status", "--masters", "redis+ring://h:1", "job"}, "unknown scheme redis+ring"},
 		{shared(), []string{"status"}, "exactly one NAME"},
 		{shared(), []string{"status", "a", "b"}, "exactly one NAME"},
 		{shared(), []string{"status", "--timeout", "0s", "a"}, "--timeout"},
@@ -76,6 +80,10 @@ func TestPasswordNeverShown(t *testing.T) {
 		{"redis://u:" + secret + "@h:1/x", []string{"exec", "job", "--", "true"}, exitUsage},
 		{"redis://u:" + secret + "#@h:1/0", []string{"status", "job"}, exitUsage},
 		{"redis://u:" + secret + "@h:port", []string{"exec", "job", "--", "true"}, exitUsage},
+		{"redis+sentinel://127.0.0.1:1?master_name=m&password=" + secret, []string{"exec", "job", "--", "true"}, exitUnavailable},
+		{"redis+sentinel://127.0.0.1:1?master_name=m&password=" + secret, []string{"status", "job"}, exitUnavailable},
+		{"redis+sentinel://:" + secret + "@h:1?master_name=m&bogus=1", []string{"exec", "job", "--", "true"}, exitUsage},
+		{"redis+cluster://u:" + secret + "@127.0.0.1:1", []string{"status", "job"}, exitUnavailable},
 	} {
 		r := runCLI(t, tc.masters, tc.args...)
 		if r.code != tc.code {
@@ -97,7 +105,7 @@ func TestHelp(t *testing.T) {
 	} {
 		r := runCLI(t, "", args...)
 		wantCode(t, r, 0)
-		for _, s := range []string{"Usage", "rediss://", "64", "69"} {
+		for _, s := range []string{"Usage", "rediss://", "redis+sentinel://", "redis+cluster://", "64", "69"} {
 			if !strings.Contains(r.stdout, s) {
 				t.Errorf("redlock %q: help does not mention %q:\n%s", args, s, r.stdout)
 			}

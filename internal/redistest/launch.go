@@ -16,7 +16,7 @@ var errPortInUse = errors.New("port in use")
 func (s *Server) launch(port int) (*process, error) {
 	addr := hostPort(port)
 	logAt, stdioAt := fileSize(s.logFile), fileSize(s.stdioFile)
-	p, err := spawn(s.binary, s.opts.args(port, s.dataDir, s.logFile), s.stdioFile)
+	p, err := spawn(s.binary, s.opts.args(port, s.dataDir, s.logFile, s.confFile), s.stdioFile)
 	if err != nil {
 		return nil, err
 	}

@@ -2,9 +2,12 @@ package redistest
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // Options configures the redis-server processes that [StartServer] and
@@ -26,6 +29,13 @@ type Options struct {
 	// TLS.ClientConfig. [GenerateTLS] makes throwaway files. Default: nil,
 	// plain TCP.
 	TLS *TLSFiles
+
+	// Sentinel, when not empty, starts a Sentinel (redis-server CONFIG
+	// --sentinel) instead of a data server, watching the masters it maps:
+	// the name Sentinel knows each by to its "host:port", with quorum 1.
+	// Sentinel rewrites its configuration file, kept in the server's
+	// temporary directory. Default: nil, a data server.
+	Sentinel map[string]string
 
 	// Binary is the path of redis-server. Default: $REDIS_SERVER if set,
 	// else "redis-server" looked up on $PATH. Do not resolve symlinks: some
@@ -52,8 +62,9 @@ func (o Options) binary() (string, error) {
 }
 
 // args returns the redis-server command line for a server listening on
-// port, with its data in dataDir and its log in logFile.
-func (o Options) args(port int, dataDir, logFile string) []string {
+// port, with its data in dataDir and its log in logFile; a Sentinel's reads
+// confFile.
+func (o Options) args(port int, dataDir, logFile, confFile string) []string {
 	appendOnly := "no"
 	if o.AppendOnly {
 		appendOnly = "yes"
@@ -75,5 +86,19 @@ func (o Options) args(port int, dataDir, logFile string) []string {
 		args = append(args, "--appendfsync", "always")
 	}
 	args = append(listen, args...)
+	if o.Sentinel != nil {
+		// The configuration file comes first, the mode after it.
+		args = append(append([]string{confFile}, args...), "--sentinel")
+	}
 	return append(args, o.Args...)
+}
+
+// sentinelConf is the configuration file of a Sentinel watching masters.
+func (o Options) sentinelConf() string {
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(o.Sentinel)) {
+		host, port, _ := strings.Cut(o.Sentinel[name], ":")
+		fmt.Fprintf(&b, "sentinel monitor %s %s %s 1\n", name, host, port)
+	}
+	return b.String()
 }

@@ -47,6 +47,7 @@ type Server struct {
 	dataDir   string      // redis-server --dir, inside root
 	logFile   string      // redis-server --logfile, inside root
 	stdioFile string      // the process's stdout and stderr, inside root
+	confFile  string      // a Sentinel's configuration file, inside root
 	tlsConf   *tls.Config // the readiness probe's, when opts.TLS is set
 
 	mu      sync.Mutex // guards proc and stopped: the process state
@@ -86,11 +87,18 @@ func startServer(opts Options, pickPort func() (int, error)) (*Server, error) {
 		dataDir:   filepath.Join(root, "data"),
 		logFile:   filepath.Join(root, "redis.log"),
 		stdioFile: filepath.Join(root, "stdio.log"),
+		confFile:  filepath.Join(root, "sentinel.conf"),
 		tlsConf:   tlsConf,
 	}
 	if err := os.Mkdir(s.dataDir, 0o755); err != nil {
 		os.RemoveAll(root)
 		return nil, fmt.Errorf("redistest: %w", err)
+	}
+	if opts.Sentinel != nil {
+		if err := os.WriteFile(s.confFile, []byte(opts.sentinelConf()), 0o644); err != nil {
+			os.RemoveAll(root)
+			return nil, fmt.Errorf("redistest: %w", err)
+		}
 	}
 	for range startAttempts {
 		port, perr := pickPort()
