@@ -185,6 +185,12 @@ func (w *wakeups) keepLocked(h *handoff, l *Lock) {
 		l.mu.Unlock()
 		w.handsMu.Lock()
 		defer w.handsMu.Unlock()
+		h.mu.Lock()
+		mine = h.held == l
+		h.mu.Unlock()
+		if !mine {
+			return // an Unlock's stay took h over since (and stopped h.expiry)
+		}
 		if !ended && left > 0 && w.hands[h.value] == h {
 			h.expiry.Reset(left)
 			return
