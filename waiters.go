@@ -76,8 +76,8 @@ func (ws *waiters) slotLocked(key string) int {
 }
 
 // leave removes w from key's queue, and reports whether that emptied it. A
-// wake-up w had not used is passed on to the new head, so that leaving (on
-// success or when ctx ended) never swallows it.
+// wake-up or hint w had not used is passed on to the new head, so that
+// leaving (on success or when ctx ended) never swallows it.
 func (ws *waiters) leave(key string, w *waiter) (last bool) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
@@ -100,6 +100,16 @@ func (ws *waiters) leave(key string, w *waiter) (last bool) {
 		case <-w.wake:
 			if i == 0 {
 				notify(q[0])
+			}
+		default:
+		}
+		select {
+		case <-w.hint:
+			if i == 0 {
+				select {
+				case q[0].hint <- struct{}{}:
+				default:
+				}
 			}
 		default:
 		}
