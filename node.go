@@ -56,7 +56,8 @@ const (
 	// Key still holds Value; OK reports whether Key still held Value.
 	OpRaiseFence
 	// OpExtend resets Key's TTL to TTL while Key still holds Value; OK
-	// reports whether it did. A key that is gone is not created again.
+	// reports whether it did. A key that is gone is not created again,
+	// unless Repair is set.
 	OpExtend
 	// OpRelease deletes Key while it still holds Value; OK reports whether
 	// it did.
@@ -120,6 +121,14 @@ type Request struct {
 	// queued at (Place, unless an Unlock moves the call behind the next
 	// holder): the release takes them off there, and reads no other entry.
 	Queued int64
+	// Repair, on an OpExtend of a plain lock (Owner empty), also sets Key
+	// to Value for TTL where Key does not exist, and reports OK then: the
+	// request auto-extend ([WithAutoExtend]) sends after a renewal a
+	// quorum confirmed, so that a lock held on a bare quorum spreads again
+	// to the masters that lost its key (lua/renew.lua). A Node may ignore
+	// it: the extend alone is safe, the lock only stays less robust to a
+	// later fault on a minority.
+	Repair bool
 
 	OK    bool
 	Fence uint64 // OpAcquireFenced: the fence counter when OK
@@ -192,6 +201,8 @@ var (
 	releaseLua string
 	//go:embed lua/extend.lua
 	extendLua string
+	//go:embed lua/renew.lua
+	renewLua string
 	//go:embed lua/acquire_fenced.lua
 	acquireFencedLua string
 	//go:embed lua/raise_fence.lua
@@ -206,6 +217,7 @@ var (
 	// The scripts that can free a key start with the hand-off routine.
 	releaseSrc       any = script(handonLua, releaseLua)
 	extendSrc        any = script(extendLua)
+	renewSrc         any = script(renewLua)
 	acquireFencedSrc any = script(acquireFencedLua)
 	raiseFenceSrc    any = script(raiseFenceLua)
 	holdSrc          any = script(handonLua, holdLua)
@@ -396,6 +408,9 @@ func command(ctx context.Context, q *Request) redis.Cmder {
 	case OpRaiseFence:
 		return redis.NewCmd(ctx, "eval", raiseFenceSrc, 2, key, FenceKey(q.Key), value, q.Token)
 	case OpExtend:
+		if q.Repair {
+			return redis.NewCmd(ctx, "eval", renewSrc, 1, key, value, ms)
+		}
 		return redis.NewCmd(ctx, "eval", extendSrc, 1, key, value, ms)
 	case OpRelease:
 		wk, waiter, place := q.releaseArgs()

@@ -171,6 +171,15 @@ func WithFencing() Option {
 // wrapping [ErrLockLost], by [Lock.Until] whatever the masters and the
 // clients do. Default: off ([Redlock.Do] always turns it on).
 //
+// After a plain lock's renewal succeeded, when a master refused it, the
+// key is also set, to the lock's value and TTL, on the masters where it is
+// gone (one that restarted empty, or one a contender freed after winning
+// it in a split acquire), so that a lock taken on a bare quorum does not
+// stay one: it would be lost to a fault on any one master of that quorum
+// while a majority is healthy. A master where another value holds the key
+// (a waiting call it was handed to) is left alone, and a renewal still
+// counts only masters that kept the lock's value.
+//
 // One scheduler per Redlock renews all its locks, the renewals due together
 // in one round through each master's lane (one pipeline per master), so
 // holding many auto-extended locks costs no goroutine per lock.

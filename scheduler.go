@@ -273,6 +273,7 @@ func (s *scheduler) renew(rd *round) {
 	}
 
 	dues := make([]time.Time, len(sent))
+	var spread []int // the renewed locks not confirmed by every master
 	if len(reqs) > 0 {
 		for _, l := range sent {
 			l.mu.Lock()
@@ -285,8 +286,15 @@ func (s *scheduler) renew(rd *round) {
 			l.mu.Lock()
 			var err error
 			dues[j], err = l.renewedLocked(&p.tallies[j], &cfgs[j], start)
+			if err == nil && p.tallies[j].succeeded < p.n {
+				spread = append(spread, j)
+			}
 			l.observedLocked(context.Background(), PhaseRenew, p, j, start, err)
 			l.mu.Unlock()
+		}
+		if len(spread) > 0 {
+			r.bg.Add(1)
+			go s.spreadAfter(p, sent, spread)
 		}
 	}
 
@@ -324,6 +332,77 @@ func (l *Lock) renewedLocked(t *tally, cfg *config, start time.Time) (time.Time,
 		return time.Time{}, err
 	}
 	return retry, err
+}
+
+// spreadAfter waits for the replies of round p that came after its
+// decision (bounded by its deadline), and spreads each renewed lock sent[j]
+// for j in js that some master refused: see spreadLocked.
+func (s *scheduler) spreadAfter(p *phase, sent []*Lock, js []int) {
+	defer s.r.bg.Done()
+	// collect has returned: the calls it did not count are still to come
+	// on p.replies, each once (every call is delivered, by the deadline at
+	// the latest).
+	open := 0
+	for i := range p.calls {
+		if !p.calls[i].answered {
+			open++
+		}
+	}
+	for ; open > 0; open-- {
+		<-p.replies
+	}
+	for _, j := range js {
+		refused := false
+		for i := range p.n {
+			c := &p.calls[j*p.n+i]
+			refused = refused || (c.Err == nil && !c.OK)
+		}
+		if !refused {
+			continue
+		}
+		// Not while an Extend runs: the extend to TTL T it sends must not
+		// be followed on a master by this one to another TTL (an Extend
+		// that ended has set the TTL this one uses).
+		l := sent[j]
+		s.mu.Lock()
+		if !l.held {
+			l.mu.Lock()
+			l.spreadLocked()
+			l.mu.Unlock()
+		}
+		s.mu.Unlock()
+	}
+}
+
+// spreadLocked follows a renewal of l that a quorum of masters holding its
+// value confirmed while some master refused (l.mu held, and r.sched.mu, with
+// no Extend of l running): it sets the key to l's value for l's TTL on the
+// masters where the key is gone (restarted
+// empty, or freed by a contender that won it in a split acquire and rolled
+// back), and extends it again where it is l's (lua/renew.lua). Without it
+// a lock taken on a bare quorum stays on those masters, and a fault on any
+// one of them loses it while a majority is healthy.
+//
+// Nothing waits for it or counts it: a master it set counts at the next
+// renewal, which finds l's value there. So a renewal still succeeds only
+// where a quorum of masters kept l's value, and a lock whose value is gone
+// from a quorum is still lost (it is only sent after a quorum confirmed
+// l's value). It is queued under l.mu, after the check that l is neither
+// released nor ended, so it goes into every lane ahead of the release of an
+// Unlock (which marks l released under l.mu first). Owned locks do without.
+func (l *Lock) spreadLocked() {
+	if l.released || l.end != nil || l.owner != "" || l.r.closed.Load() {
+		return
+	}
+	cfg := l.cfgLocked()
+	d, ok := l.deadlineLocked(time.Now(), l.until, cfg.nodeTimeout)
+	if !ok {
+		return
+	}
+	l.last = later(l.last, d)
+	q := l.request(OpExtend, cfg.ttl, 0)
+	q.Repair = true
+	l.r.startPhase(context.Background(), d, false, q)
 }
 
 // renewalDue is when to renew a lock valid until until: a third of the TTL

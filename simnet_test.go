@@ -253,7 +253,7 @@ func (c *simConn) Exec(ctx context.Context, reqs []*Request) {
 	for i, q := range reqs {
 		f := &flight{
 			req: Request{Op: q.Op, Key: q.Key, Value: q.Value, TTL: q.TTL, Token: q.Token, Owner: q.Owner,
-				Waiter: q.Waiter, Place: q.Place, Hand: q.Hand, Reg: q.Reg, Behind: q.Behind, Queued: q.Queued},
+				Waiter: q.Waiter, Place: q.Place, Hand: q.Hand, Reg: q.Reg, Behind: q.Behind, Queued: q.Queued, Repair: q.Repair},
 			op: q.Op, key: q.Key, value: q.Value, owner: q.Owner, ttl: q.TTL, token: q.Token,
 			done: make(chan struct{}), fromClient: c.client, master: c.m.id,
 		}
@@ -526,6 +526,9 @@ func (t *simTrace) sent(fs []*flight) {
 		wait := ""
 		if q.Waiter != "" || q.Hand != "" {
 			wait = fmt.Sprintf(" waiter=%s place=%d hand=%.6s reg=%d behind=%v", strings.TrimPrefix(q.Waiter, "redlock:wake:")[:min(len(q.Waiter), 4)], q.Place, q.Hand, q.Reg, q.Behind)
+		}
+		if q.Repair {
+			wait += " repair"
 		}
 		t.logf("c%d→m%d #%d send %v %s %.6s ttl=%v tok=%d%s (lands at +%v)", f.fromClient, f.master, f.seq, f.op, f.key, f.value, f.ttl, f.token, wait, time.Until(f.arrive))
 	}
