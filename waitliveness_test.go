@@ -285,3 +285,65 @@ func TestMinorityWakeKeepsBackoffPace(t *testing.T) {
 		w.Close()
 	}
 }
+
+// TestRollbackLeavesFreedKeyToOthers: a holder is on a bare quorum (its key
+// gone from masters 3 and 4, as after they restarted empty) and a waiting
+// call's attempt takes 3 and 4 and fails. Its rollback frees them and
+// queues the call again, behind the hand-off: the freed key is not handed
+// straight back to it, so the holder's next renewal spreads its lock there
+// (and a fault on one master of its quorum no longer loses it). The call
+// still gets the key at the holder's release.
+func TestRollbackLeavesFreedKeyToOthers(t *testing.T) {
+	ctx := context.Background()
+	admin := clients(t, masters.Addrs())
+	const ttl = 600 * time.Millisecond
+	holder := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
+	waiter := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
+	key := testKey(t)
+	h := mustLock(t, holder, key, WithTTL(ttl), WithAutoExtend())
+	for deadline := time.Now().Add(time.Second); count(holders(t, admin, key), h.Value()) < len(admin); {
+		if time.Now().After(deadline) {
+			t.Fatal("the holder's acquire did not reach every master")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for _, c := range admin[3:] {
+		c.Del(ctx, key)
+	}
+	got := lockAsync(t, ctx, waiter, key)
+	waitQueued(t, waiter, key)
+	for deadline := time.Now().Add(5 * time.Second); !waiterRegistered(waiter, key); {
+		if time.Now().After(deadline) {
+			t.Fatal("the waiter did not register")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	settle(waiter)  // its rollback reached every master
+	time.Sleep(ttl) // a renewal or two of the holder's
+	if n := count(holders(t, admin, key), h.Value()); n != len(admin) {
+		t.Errorf("the holder's value is on %d of %d masters after its renewals: %v; the waiter's rollback took the freed masters back",
+			n, len(admin), holders(t, admin, key))
+	}
+	released := time.Now()
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o := obtainedWithin(t, admin, key, got, 5*time.Second, "the waiter did not get the key at the holder's release")
+	if d := o.at.Sub(released); d > time.Second {
+		t.Errorf("the waiter got the key %v after the release; want a hand-off", d)
+	}
+	_ = o.l.Unlock(ctx)
+}
+
+// waiterRegistered reports whether a Lock call of r for key has sent a
+// registration for hand-offs.
+func waiterRegistered(r *Redlock, key string) bool {
+	r.wake.handsMu.Lock()
+	defer r.wake.handsMu.Unlock()
+	for _, h := range r.wake.hands {
+		if h.key == key && h.registered() {
+			return true
+		}
+	}
+	return false
+}

@@ -57,25 +57,29 @@ end
 me = me .. ttl .. '|' .. rg
 rq = rq and not newer
 bh = bh and not newer
--- again: this call queued before the hand-off, and may get the key back.
--- Else the releasing Redlock's calls are skipped, as in release.lua.
+-- again: this call queues again. A call that queues while the key is free
+-- (its holder released it after the call's attempt was refused) would wait
+-- for a release that does not come: it queues before the hand-off below
+-- and is handed the key at once, as if freed now; so does a call whose
+-- release deleted a hand-off to it (under a registration too old to use).
+-- A call whose rollback freed its own attempt's key queues after the
+-- hand-off: the key goes to the next call, or stays free for its holder's
+-- renewals to spread to (renew.lua), rather than straight back to a call
+-- that could not take it. The hand-off is handon.lua's; it skips the
+-- releasing Redlock's calls unless this one queues again.
 local again, woke = rq and not bh, 0
-if again then
+local first = again and v ~= ARGV[1]
+if first then
   P('ZADD', q, pl, me)
 end
--- A call that queues while the key is free (its holder released it after
--- the call's attempt was refused) would wait for a release that does not
--- come: the key is handed at once, as if freed now. The rest is
--- hand-off (handon.lua), which skips the releasing Redlock's calls unless
--- this one queued again.
-if n == 1 or v == false and again then
+if n == 1 or v == false and first then
   local skip = ch
   if again then
     skip = nil -- no entry is skipped
   end
   woke = handon(k, q, skip)
 end
-if bh and woke == 2 then
+if bh and woke == 2 or again and not first then
   P('ZADD', q, pl, me)
 end
 if rq then
