@@ -138,8 +138,10 @@ type Request struct {
 	// Key, Value and TTL in milliseconds as interface values, made once for
 	// every master's command of a phase (see boxArgs); nil: not yet.
 	key, value, ms any
-	// OpRelease: WaitKey(Key), Waiter and Place, boxed the same way.
+	// OpRelease: WaitKey(Key), Waiter and Place, boxed the same way;
+	// waitFor is the Key waitKey was made from.
 	waitKey, waiter, place any
+	waitFor                string
 	// lock is the lock an OpExtend extends, told when the request fails
 	// (see [Lock.strayed]); nil for the other Ops.
 	lock *Lock
@@ -157,7 +159,7 @@ func (q *Request) boxArgs() {
 		q.ms = q.TTL.Milliseconds()
 	}
 	if q.Op == OpRelease && q.waitKey == nil {
-		q.waitKey, q.waiter, q.place = WaitKey(q.Key), q.Waiter, q.Place
+		q.waitKey, q.waiter, q.place, q.waitFor = WaitKey(q.Key), q.Waiter, q.Place, q.Key
 	}
 }
 
@@ -165,8 +167,7 @@ func (q *Request) boxArgs() {
 // those boxArgs made while they still hold q's fields, else new ones.
 func (q *Request) releaseArgs() (waitKey, waiter, place any) {
 	waitKey, waiter, place = q.waitKey, q.waiter, q.place
-	if k, ok := waitKey.(string); !ok || len(k) != len(q.Key)+len(waitSuffix) ||
-		!strings.HasPrefix(k, q.Key) || !strings.HasSuffix(k, waitSuffix) {
+	if _, ok := waitKey.(string); !ok || q.waitFor != q.Key {
 		waitKey = WaitKey(q.Key)
 	}
 	waiter = boxed(waiter, q.Waiter)
@@ -176,24 +177,31 @@ func (q *Request) releaseArgs() (waitKey, waiter, place any) {
 	return waitKey, waiter, place
 }
 
-// FenceKey is the name of the fence counter kept on each master next to key.
+// FenceKey is the name of the fence counter kept on each master next to key:
+// key + ":fence" when key has a Redis Cluster hash tag (a non-empty {…},
+// the first '{' to the first '}' after it), else "fence:{" + key + "}" (or,
+// for a key with a '}' but no tag, "fence:{T}" + key with T a short tag of
+// key's hash slot). Either way it is in key's hash slot, so that a master
+// that is a Redis Cluster runs the scripts that touch both. Earlier versions
+// kept the counter of a key without a tag at key + ":fence": the README says
+// what the move means ("Fencing tokens").
+//
 // It never expires: deleting it while the lock is in use can hand out a token
 // that does not increase (the clock floor limits the damage to restarts).
-// Lock and TryLock refuse keys that end in ":fence" with a [*ConfigError], so
-// that no lock is ever taken on another lock's counter.
-func FenceKey(key string) string { return key + fenceSuffix }
-
-const fenceSuffix = ":fence"
+// Lock and TryLock refuse keys of either shape (ending in ":fence", or
+// starting with "fence:{") with a [*ConfigError], so that no lock is ever
+// taken on another lock's counter.
+func FenceKey(key string) string { return derivedKey(key, "fence") }
 
 // WaitKey is the name of the queue, kept on each master next to key, of the
 // Lock calls waiting for key, in the order they started: a release that
 // frees key hands it to the first one still listening (or wakes it, for
 // fenced and owned locks). It expires a minute after the last call queued.
-// Lock and TryLock refuse keys that end in ":waiters" with a
+// It is named as [FenceKey] is, with "waiters" for "fence": key +
+// ":waiters" when key has a hash tag, else "waiters:{" + key + "}", in key's
+// hash slot either way. Lock and TryLock refuse keys of either shape with a
 // [*ConfigError].
-func WaitKey(key string) string { return key + waitSuffix }
-
-const waitSuffix = ":waiters"
+func WaitKey(key string) string { return derivedKey(key, "waiters") }
 
 // The scripts, sent with EVAL every time (see script).
 var (

@@ -328,11 +328,8 @@ func (r *Redlock) callConfig(key string, opts []Option) (config, error) {
 	if len(key) > MaxKeyLen {
 		return config{}, configErr("key", "key is %d bytes, more than MaxKeyLen (%d); a lock name should be short", len(key), MaxKeyLen)
 	}
-	if strings.HasSuffix(key, waitSuffix) {
-		return config{}, configErr("key", "key %.64q ends in %q, the suffix of the queues of waiting Redlocks (WaitKey): it would be the queue of the lock %.64q", key, waitSuffix, strings.TrimSuffix(key, waitSuffix))
-	}
-	if strings.HasSuffix(key, fenceSuffix) {
-		return config{}, configErr("key", "key %.64q ends in %q, the suffix of fence counters (FenceKey): it would be the fence counter of the lock %.64q", key, fenceSuffix, strings.TrimSuffix(key, fenceSuffix))
+	if name, lock, ok := derivedFrom(key); ok {
+		return config{}, derivedKeyErr(key, name, lock)
 	}
 	cfg := r.cfg
 	if len(opts) > 0 {
@@ -381,4 +378,22 @@ func joinCtx(err, ctxErr error) error {
 		return err
 	}
 	return errors.Join(err, ctxErr)
+}
+
+// derivedKeyErr is the error for a lock key that has the shape of a fence
+// counter or a queue of waiting calls (see derivedKey): name is "fence" or
+// "waiters", lock the lock key it could belong to ("" when none).
+func derivedKeyErr(key, name, lock string) error {
+	what, fn, one := "fence counters", "FenceKey", "fence counter"
+	if name == "waiters" {
+		what, fn, one = "queues of waiting Redlocks", "WaitKey", "queue"
+	}
+	shape := "ends in \":" + name + "\""
+	if !strings.HasSuffix(key, ":"+name) {
+		shape = "starts with \"" + name + ":{\""
+	}
+	if lock == "" {
+		return configErr("key", "key %.64q %s, the shape of the names of %s (%s): choose a name that does not", key, shape, what, fn)
+	}
+	return configErr("key", "key %.64q %s, the shape of the names of %s (%s): it could be the %s of the lock %.64q", key, shape, what, fn, one, lock)
 }

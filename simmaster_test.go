@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
@@ -208,7 +207,7 @@ func (m *simMaster) holding() map[string]simEntry {
 	out := map[string]simEntry{}
 	for name := range m.keys {
 		k := x.lookup(name)
-		if k == nil || strings.HasSuffix(name, fenceSuffix) || strings.HasSuffix(name, waitSuffix) {
+		if _, _, derived := derivedFrom(name); k == nil || derived {
 			continue
 		}
 		switch k.kind {

@@ -26,7 +26,7 @@ import (
 // subscription may break: every waiter keeps its backoff timer. A master
 // whose user may not subscribe (ACL) gives no wake-ups; the scripts call
 // the queue and publish commands through pcall. Nodes other than
-// [NewNode]'s give none.
+// [NewNode]'s give none, nor do Redis Clusters (see subscriberOf).
 type wakeups struct {
 	r       *Redlock
 	channel string // this Redlock's channel: "redlock:wake:" and a UUID
@@ -67,6 +67,26 @@ type pubsub interface {
 }
 
 var _ pubsub = (*redis.PubSub)(nil)
+
+// subscriberOf returns n as a subscriber when it can deliver wake-ups. A
+// Redis Cluster cannot: a script's PUBLISH counts only the receivers on the
+// node that runs it, while the cluster bus delivers the message on every
+// node. A release whose key is on another shard than this Redlock's
+// subscription would see nobody listening and give back the key it handed
+// (handon.lua), and the call would count the hand-off all the same, holding
+// the lock on masters where nobody does (TestRedisClusterHandOff). Without a
+// subscription on a cluster, its waiting calls wait their backoff. Sharded
+// pub/sub (SPUBLISH to a channel in the key's slot) would count and deliver
+// on the same shard.
+func subscriberOf(n Node) (subscriber, bool) {
+	if rn, ok := n.(*redisNode); ok {
+		if _, cluster := rn.c.(*redis.ClusterClient); cluster {
+			return nil, false
+		}
+	}
+	s, ok := n.(subscriber)
+	return s, ok
+}
 
 func (n *redisNode) subscribe(ctx context.Context, channel string) pubsub {
 	return n.c.Subscribe(ctx, channel)
@@ -110,7 +130,7 @@ func (w *wakeups) start(ctx context.Context, key string, timeout time.Duration) 
 	var wg sync.WaitGroup
 	errs := make([]error, len(w.r.nodes))
 	for i, n := range w.r.nodes {
-		s, ok := n.(subscriber)
+		s, ok := subscriberOf(n)
 		if !ok {
 			continue
 		}
@@ -181,7 +201,7 @@ func (w *wakeups) report(ctx context.Context, key string, errs []error, took tim
 	for i, n := range w.r.nodes {
 		reply := &e.Nodes[i]
 		reply.Node = n.Name()
-		switch _, ok := n.(subscriber); {
+		switch _, ok := subscriberOf(n); {
 		case !ok:
 			reply.Outcome = Pending // a Node that cannot deliver wake-ups
 		case errs[i] != nil:

@@ -177,8 +177,11 @@ func (e *env) leaked(ctx context.Context) ([]string, error) {
 		r := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DisableIdentity: true})
 		keys, err := r.Keys(ctx, keyPrefix+"*").Result()
 		for _, k := range keys {
-			// Fence counters and queues of waiting Redlocks are not locks.
-			if err != nil || strings.HasSuffix(k, redlock.FenceKey("")) || strings.HasSuffix(k, redlock.WaitKey("")) {
+			// Fence counters and queues of waiting Redlocks are not locks:
+			// those of keys without a hash tag (fence:{KEY}, waiters:{KEY})
+			// do not match the pattern; a tagged key's end in :fence or
+			// :waiters (redlock.FenceKey, redlock.WaitKey).
+			if err != nil || strings.HasSuffix(k, ":fence") || strings.HasSuffix(k, ":waiters") {
 				continue
 			}
 			var ttl time.Duration

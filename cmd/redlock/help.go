@@ -119,7 +119,7 @@ const statusUsage = `Usage: redlock status [flags] NAME
 Reports, for each master, whether it holds the key NAME, the value it holds
 (one per holder; owner=ID,holds=N for a lock held by an owner, as redlock exec
 holds it), its remaining time to live (PTTL), and the fencing counter
-NAME:fence; then whether a quorum agrees on one holder. It only reads.
+(fence:{NAME}, or NAME:fence when NAME has a hash tag {...}); then whether a quorum agrees on one holder. It only reads.
 
 Exit status: 0 when a quorum of masters answered (the lock held or not), 69
 when fewer did, 64 on bad usage.

@@ -5,7 +5,9 @@
 // that stays the same across [Server.Restart], so clients can keep their
 // address while the process behind it is killed, paused or restarted. A
 // [Cluster] is a set of independent servers (not a Redis Cluster), as the
-// Redlock algorithm wants.
+// Redlock algorithm wants. A [RedisCluster] is one Redis Cluster of
+// cluster-enabled servers, slots assigned, for a Redlock master that is a
+// cluster.
 //
 // A running server holds one goroutine that reaps its process; [Server.Stop]
 // and [Cluster.Stop] end it, so stop every server before checking for leaked

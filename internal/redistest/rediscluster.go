@@ -1,0 +1,156 @@
+package redistest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisCluster is one Redis Cluster: shards redis-server processes started
+// with --cluster-enabled yes, each a master of an equal range of the 16384
+// hash slots, no replicas. To a Redlock it is one master.
+type RedisCluster struct {
+	Shards []*Server
+}
+
+// clusterReadyWait bounds how long StartRedisCluster waits for every node
+// to report cluster_state:ok.
+const clusterReadyWait = 15 * time.Second
+
+// StartRedisCluster starts a Redis Cluster of shards masters: it starts the
+// processes (each with its own cluster configuration file and bus port),
+// gives each a range of slots (CLUSTER ADDSLOTSRANGE), introduces them to
+// the first (CLUSTER MEET) and waits until every node says cluster_state:ok
+// and knows every other. On any failure it stops what it started.
+func StartRedisCluster(shards int, opts Options) (*RedisCluster, error) {
+	if shards < 1 {
+		return nil, fmt.Errorf("redistest: StartRedisCluster needs at least one shard, got %d", shards)
+	}
+	rc := &RedisCluster{Shards: make([]*Server, shards)}
+	buses := make([]int, shards)
+	errs := make([]error, shards)
+	var wg sync.WaitGroup
+	for i := range shards {
+		wg.Go(func() { rc.Shards[i], buses[i], errs[i] = startClusterNode(opts) })
+	}
+	wg.Wait()
+	err := errors.Join(errs...)
+	if err == nil {
+		err = rc.form(buses)
+	}
+	if err != nil {
+		return nil, errors.Join(err, rc.Stop())
+	}
+	return rc, nil
+}
+
+// StartRedisClusterT starts a Redis Cluster like [StartRedisCluster],
+// registers Stop with tb.Cleanup, and fails tb if it does not start.
+func StartRedisClusterT(tb testing.TB, shards int, opts Options) *RedisCluster {
+	tb.Helper()
+	rc, err := StartRedisCluster(shards, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := rc.Stop(); err != nil {
+			tb.Error(err)
+		}
+	})
+	return rc
+}
+
+// startClusterNode starts one cluster-enabled server, its bus on a free port
+// of its own (redis-server's default, port+10000, may be out of range or
+// taken). A bus port taken meanwhile fails the start: it tries again.
+func startClusterNode(opts Options) (*Server, int, error) {
+	var err error
+	for range startAttempts {
+		var bus int
+		if bus, err = freePort(); err != nil {
+			return nil, 0, fmt.Errorf("redistest: pick a cluster bus port: %w", err)
+		}
+		o := opts
+		o.Args = append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-port", strconv.Itoa(bus), "--cluster-node-timeout", "5000"}, opts.Args...)
+		var s *Server
+		if s, err = StartServer(o); err == nil {
+			return s, bus, nil
+		}
+	}
+	return nil, 0, err
+}
+
+// form assigns the slots and joins the nodes, then waits for the cluster.
+func (rc *RedisCluster) form(buses []int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), clusterReadyWait)
+	defer cancel()
+	clients := make([]*redis.Client, len(rc.Shards))
+	for i, s := range rc.Shards {
+		clients[i] = redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DisableIdentity: true})
+		defer clients[i].Close()
+	}
+	n := len(rc.Shards)
+	for i, c := range clients {
+		lo, hi := i*16384/n, (i+1)*16384/n-1
+		if err := c.Do(ctx, "cluster", "addslotsrange", lo, hi).Err(); err != nil {
+			return fmt.Errorf("redistest: CLUSTER ADDSLOTSRANGE %d %d on %s: %w", lo, hi, rc.Shards[i].Addr(), err)
+		}
+	}
+	for i := 1; i < n; i++ {
+		if err := clients[0].Do(ctx, "cluster", "meet", "127.0.0.1", rc.Shards[i].port, buses[i]).Err(); err != nil {
+			return fmt.Errorf("redistest: CLUSTER MEET %s from %s: %w", rc.Shards[i].Addr(), rc.Shards[0].Addr(), err)
+		}
+	}
+	for i, c := range clients {
+		var info string
+		var err error
+		for {
+			info, err = c.ClusterInfo(ctx).Result()
+			if err == nil && infoField(info, "cluster_state") == "ok" &&
+				infoField(info, "cluster_known_nodes") == strconv.Itoa(n) &&
+				infoField(info, "cluster_slots_ok") == "16384" {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("redistest: cluster node %s not ready after %v: %q, %v", rc.Shards[i].Addr(), clusterReadyWait, strings.ReplaceAll(info, "\r\n", " "), err)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// Addrs returns the shards' addresses, in order: the seed addresses of a
+// redis.ClusterClient.
+func (rc *RedisCluster) Addrs() []string {
+	addrs := make([]string, 0, len(rc.Shards))
+	for _, s := range rc.Shards {
+		if s != nil {
+			addrs = append(addrs, s.Addr())
+		}
+	}
+	return addrs
+}
+
+// Stop stops every shard, concurrently, and returns their joined errors.
+func (rc *RedisCluster) Stop() error {
+	errs := make([]error, len(rc.Shards))
+	var wg sync.WaitGroup
+	for i, s := range slices.Clone(rc.Shards) {
+		if s != nil {
+			wg.Go(func() { errs[i] = s.Stop() })
+		}
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
