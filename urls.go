@@ -183,16 +183,7 @@ func parsePlainURL(s, shown string, u *url.URL) (*redis.Options, error) {
 	if err != nil {
 		return nil, configErr("master URL", "%s: %s; want %s", shown, urlProblem(s, err, parsePlain), wantPlainURL)
 	}
-	if o.MaxRetries == 0 {
-		o.MaxRetries = -1
-	}
-	if o.DialerRetries == 0 {
-		o.DialerRetries = 1
-	}
-	if o.DialTimeout == 0 {
-		o.DialTimeout = urlDialTimeout
-	}
-	o.ContextTimeoutEnabled = true
+	failFast(&o.MaxRetries, &o.DialerRetries, &o.DialTimeout, &o.ContextTimeoutEnabled)
 	return o, nil
 }
 
@@ -209,16 +200,7 @@ func parseSentinelURL(s, shown string) (*redis.FailoverOptions, error) {
 	case o.RouteByLatency || o.RouteRandomly || o.ReplicaOnly:
 		return nil, configErr("master URL", "%s: route_by_latency, route_randomly and replica_only send commands to replicas, but a lock is taken on the primary; drop them", shown)
 	}
-	if o.MaxRetries == 0 {
-		o.MaxRetries = -1
-	}
-	if o.DialerRetries == 0 {
-		o.DialerRetries = 1
-	}
-	if o.DialTimeout == 0 {
-		o.DialTimeout = urlDialTimeout
-	}
-	o.ContextTimeoutEnabled = true
+	failFast(&o.MaxRetries, &o.DialerRetries, &o.DialTimeout, &o.ContextTimeoutEnabled)
 	return o, nil
 }
 
@@ -232,17 +214,25 @@ func parseClusterURL(s, shown string, u *url.URL) (*redis.ClusterOptions, error)
 	if err != nil {
 		return nil, configErr("master URL", "%s: %s; want %s", shown, urlProblem(s, err, parseCluster), wantClusterURL)
 	}
-	if o.MaxRetries == 0 {
-		o.MaxRetries = -1
-	}
-	if o.DialerRetries == 0 {
-		o.DialerRetries = 1
-	}
-	if o.DialTimeout == 0 {
-		o.DialTimeout = urlDialTimeout
-	}
-	o.ContextTimeoutEnabled = true
+	failFast(&o.MaxRetries, &o.DialerRetries, &o.DialTimeout, &o.ContextTimeoutEnabled)
 	return o, nil
+}
+
+// failFast sets the client options a URL left unset so that a dead master
+// fails at once and the per-node timeout is the bound that matters: no
+// go-redis retries, one dial try bounded by urlDialTimeout, and context
+// deadlines on the socket. Each kind of go-redis options has these fields.
+func failFast(maxRetries, dialerRetries *int, dialTimeout *time.Duration, ctxTimeout *bool) {
+	if *maxRetries == 0 {
+		*maxRetries = -1
+	}
+	if *dialerRetries == 0 {
+		*dialerRetries = 1
+	}
+	if *dialTimeout == 0 {
+		*dialTimeout = urlDialTimeout
+	}
+	*ctxTimeout = true
 }
 
 // go-redis's parsers, their options dropped, for urlProblem.
