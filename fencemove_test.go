@@ -76,6 +76,7 @@ func TestFenceCounterMovedTokensIncrease(t *testing.T) {
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
+	settle(r) // Unlock returns at a quorum: the old client needs the key gone everywhere
 	// Old and new clients alternating on the key, as in a rolling deploy.
 	for i := range 6 {
 		var tok uint64
@@ -90,6 +91,7 @@ func TestFenceCounterMovedTokensIncrease(t *testing.T) {
 			if err := l.Unlock(ctx); err != nil {
 				t.Fatal(err)
 			}
+			settle(r)
 		}
 		if tok <= last {
 			t.Fatalf("holder %d (old client: %v) got token %d after %d", i, i%2 == 0, tok, last)
