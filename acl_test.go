@@ -13,7 +13,7 @@ import (
 	"github.com/redlock/redlock/internal/redistest"
 )
 
-// aclCommands is everything the library sends, as in the README's rule:
+// aclCommands is everything the library sends, as in docs/masters.md's rule:
 // SET (acquire), EVAL (the scripts), and what the scripts call, which ACLs
 // check too: GET, SET, DEL, PEXPIRE, TIME.
 // The handshake needs nothing: HELLO with AUTH is open to every user, and
@@ -67,7 +67,7 @@ func userRedlock(t *testing.T, addrs []string, user string, opts ...Option) *Red
 	return newRedlock(t, nodes, append([]Option{WithNodeTimeout(time.Second)}, opts...)...)
 }
 
-// TestACLMinimalUser: a user allowed only the README's commands can lock,
+// TestACLMinimalUser: a user allowed only docs/masters.md's commands can lock,
 // fence, extend and unlock; a user lacking any one of them gets, from the
 // call that needs it, a NodeError per master naming it and the NOPERM
 // refusal — counted as failed, never as refused or succeeded.

@@ -40,7 +40,7 @@ func oldFencedLock(t *testing.T, cs []*redis.Client, key string) uint64 {
 // at the master's clock in µs: the first token from the new counter is
 // above every token the old one handed out, and holders that alternate
 // between old and new clients (a rolling deploy) get increasing tokens on
-// masters whose clocks agree (one machine here; see the README).
+// masters whose clocks agree (one machine here; see docs/masters.md).
 func TestFenceCounterMovedTokensIncrease(t *testing.T) {
 	cs := clients(t, masters.Addrs()[:3])
 	r := newRedlock(t, nodesOf(t, cs), WithFencing())
