@@ -251,7 +251,7 @@ func handValue(hand string, reg uint64) string {
 // would race it (split votes, both rolled back). h is the registration the
 // Unlock queued behind the next holder in its own script (stay), for the
 // next Lock to take over without a request of its own; nil when the Unlock
-// queued nothing: the next Lock then registers (see newTurn).
+// queued nothing: the next Lock then registers (see openTurn).
 type mark struct {
 	h     *handoff
 	until time.Time // the mark lapses then, a max backoff after the Unlock

@@ -187,7 +187,8 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (_ *Lock
 		defer func() { r.endCall(ctx, c, cfg.attempt, held, err) }()
 	}
 	// The call's place while it waits, and all that can end the wait.
-	t := r.newTurn(ctx, key, &cfg)
+	var t turn
+	r.openTurn(&t, ctx, key, &cfg)
 	defer func() { t.end(held) }()
 	err = ErrNotObtained
 	for n := 1; ; n++ {

@@ -44,12 +44,15 @@ type turn struct {
 // for a quorum of them before it makes an attempt, the first time.
 const handGrace = 5 * time.Millisecond
 
-// newTurn opens the place of a Lock call for key with cfg. Before its first
+// openTurn opens t, the place of a Lock call for key with cfg. Before its first
 // attempt, the call waits when goroutines of this process already wait for
 // the key (they go first), or when this Redlock's last Unlock of the key
 // handed it on (see [mark]); then it queues behind them.
-func (r *Redlock) newTurn(ctx context.Context, key string, cfg *config) *turn {
-	t := &turn{r: r, key: key, cfg: cfg, ticket: time.Now().UnixMicro(), backoff: cfg.minBackoff}
+//
+// t is the caller's (a Lock call keeps it in its own frame: an uncontended
+// Lock allocates nothing for its turn).
+func (r *Redlock) openTurn(t *turn, ctx context.Context, key string, cfg *config) {
+	*t = turn{r: r, key: key, cfg: cfg, ticket: time.Now().UnixMicro(), backoff: cfg.minBackoff}
 	queued, released := r.waiters.peek(key)
 	t.released = released
 	h, behind := r.wake.behind(key, cfg)
@@ -86,7 +89,6 @@ func (r *Redlock) newTurn(ctx context.Context, key string, cfg *config) *turn {
 		t.w, _ = r.waiters.join(key, released)
 		t.pause = r.jitter(cfg.maxBackoff)
 	}
-	return t
 }
 
 // attempt makes one acquire attempt for the call. Once the Redlock listens
