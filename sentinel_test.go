@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -96,5 +97,127 @@ func TestSentinelMasters(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "FailoverClient") {
 		t.Errorf("the error %q names a master by go-redis's label", err)
+	}
+}
+
+// TestSentinelFailoverWhileHeld: three masters, each a primary and a
+// replica under a Sentinel. A fenced lock is held with auto-extend while
+// every master fails over (SENTINEL FAILOVER: the replica, which had the
+// key by replication, is promoted and the old primary becomes its
+// replica). The lock is kept: it is on every new primary with a TTL, its
+// Done stays open, Extend and the renewals reach the new primaries, another
+// Redlock cannot take it, and Unlock removes it from every new primary.
+// What a failover to a replica that lacked the key does is in
+// docs/masters.md ("Sentinel-managed masters").
+func TestSentinelFailoverWhileHeld(t *testing.T) {
+	start := func(opts redistest.Options) *redistest.Server {
+		t.Helper()
+		s, err := redistest.StartServer(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Stop() })
+		return s
+	}
+	var urls []string
+	var sentinels []*redis.SentinelClient
+	for _, master := range []string{"m1", "m2", "m3"} {
+		p := start(redistest.Options{})
+		host, port, _ := net.SplitHostPort(p.Addr())
+		start(redistest.Options{Args: []string{"--replicaof", host, port}})
+		s := start(redistest.Options{Sentinel: map[string]string{master: p.Addr()}})
+		urls = append(urls, "redis+sentinel://"+s.Addr()+"?master_name="+master)
+		sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr()})
+		t.Cleanup(func() { sc.Close() })
+		sentinels = append(sentinels, sc)
+	}
+	ctx := context.Background()
+	primary := func(i int) string {
+		t.Helper()
+		a, err := sentinels[i].GetMasterAddrByName(ctx, fmt.Sprintf("m%d", i+1)).Result()
+		if err != nil {
+			t.Fatalf("SENTINEL GET-MASTER-ADDR-BY-NAME m%d: %v", i+1, err)
+		}
+		return net.JoinHostPort(a[0], a[1])
+	}
+	// A failover needs the Sentinel to have found the replica.
+	for i, sc := range sentinels {
+		name := fmt.Sprintf("m%d", i+1)
+		for end := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			rs, err := sc.Replicas(ctx, name).Result()
+			if err == nil && len(rs) > 0 && rs[0]["flags"] == "slave" && rs[0]["master-link-status"] == "ok" {
+				break
+			}
+			if time.Now().After(end) {
+				t.Fatalf("the Sentinel of %s found no replica in 20 s: %v, %v", name, rs, err)
+			}
+		}
+	}
+
+	const ttl = 3 * time.Second
+	r, err := NewFromURLs(urls, WithTTL(ttl), WithNodeTimeout(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	other, err := NewFromURLs(urls, WithTTL(ttl), WithNodeTimeout(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	key := testKey(t)
+	l, err := r.Lock(ctx, key, WithFencing(), WithAutoExtend())
+	if err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+
+	old := make([]string, len(sentinels))
+	for i, sc := range sentinels {
+		old[i] = primary(i)
+		if err := sc.Failover(ctx, fmt.Sprintf("m%d", i+1)).Err(); err != nil {
+			t.Fatalf("SENTINEL FAILOVER m%d: %v", i+1, err)
+		}
+	}
+	for i := range sentinels {
+		for end := time.Now().Add(20 * time.Second); primary(i) == old[i]; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("m%d did not fail over in 20 s", i+1)
+			}
+		}
+	}
+	// Two TTLs on the new primaries: only the renewals keep the key.
+	time.Sleep(2 * ttl)
+	select {
+	case <-l.Done():
+		t.Fatalf("the lock ended across the failover: %v", context.Cause(l.Context()))
+	default:
+	}
+	if err := l.Extend(ctx, ttl); err != nil {
+		t.Fatalf("Extend after the failover: %v", err)
+	}
+	for i := range sentinels {
+		c := redis.NewClient(&redis.Options{Addr: primary(i)})
+		v, err := c.Get(ctx, key).Result()
+		pttl, _ := c.PTTL(ctx, key).Result()
+		c.Close()
+		if v != l.Value() || pttl <= 0 || pttl > ttl {
+			t.Errorf("new primary of m%d holds %q with TTL %v (%v); want the lock's value with a TTL in (0, %v]", i+1, v, pttl, err, ttl)
+		}
+	}
+	if s, err := other.TryLock(ctx, key, WithFencing()); !errors.Is(err, ErrNotObtained) {
+		t.Fatalf("another Redlock's TryLock after the failover = %v, %v; want ErrNotObtained", s, err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock after the failover: %v", err)
+	}
+	next, err := other.TryLock(ctx, key, WithFencing())
+	if err != nil {
+		t.Fatalf("TryLock after the Unlock: %v", err)
+	}
+	if next.Fence() <= l.Fence() {
+		t.Errorf("the next holder's token %d is not above %d", next.Fence(), l.Fence())
+	}
+	if err := next.Unlock(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
