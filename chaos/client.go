@@ -7,13 +7,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock/redlock"
+	"github.com/redlock/redlock/chaos/cluster"
 )
 
 // client is one contender: its own go-redis client per master, and its own
 // Redlock over them, as a separate process would have.
 type client struct {
 	id  int
-	rdb []*redis.Client
+	rdb []redis.UniversalClient
 	rl  *redlock.Redlock
 }
 
@@ -23,18 +24,7 @@ func newClient(id int, addrs []string, wrap func(i int, n redlock.Node) redlock.
 	c := &client{id: id}
 	nodes := make([]redlock.Node, len(addrs))
 	for i, addr := range addrs {
-		o := &redis.Options{
-			Addr:                  addr,
-			DialTimeout:           200 * time.Millisecond,
-			ReadTimeout:           200 * time.Millisecond,
-			WriteTimeout:          200 * time.Millisecond,
-			ContextTimeoutEnabled: true, // the per-node timeout is a context deadline
-			MaxRetries:            -1,   // a retry would hide a fault from the quorum
-			DialerRetries:         1,
-			PoolSize:              4,
-			DisableIdentity:       true,
-		}
-		r := redis.NewClient(o)
+		r := masterClient(addr)
 		c.rdb = append(c.rdb, r)
 		nodes[i] = redlock.NewNode(r)
 		if wrap != nil {
@@ -47,6 +37,27 @@ func newClient(id int, addrs []string, wrap func(i int, n redlock.Node) redlock.
 	}
 	c.rl = rl
 	return c, nil
+}
+
+// masterClient connects to the master at addr, "host:port" or a Redis
+// Cluster's redis+cluster:// URL ([cluster.Shards]): short timeouts, no
+// retries, as a client under faults should have.
+func masterClient(addr string) redis.UniversalClient {
+	const timeout = 200 * time.Millisecond
+	if shards, ok := cluster.ShardAddrs(addr); ok {
+		return redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: shards, DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
+			ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1, PoolSize: 4, DisableIdentity: true,
+		})
+	}
+	return redis.NewClient(&redis.Options{
+		Addr: addr, DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
+		ContextTimeoutEnabled: true, // the per-node timeout is a context deadline
+		MaxRetries:            -1,   // a retry would hide a fault from the quorum
+		DialerRetries:         1,
+		PoolSize:              4,
+		DisableIdentity:       true,
+	})
 }
 
 // close waits for the Redlock's background requests, then closes the

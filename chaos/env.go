@@ -170,34 +170,61 @@ func (e *env) leaked(ctx context.Context) ([]string, error) {
 	faulted := slices.Clone(e.faulted)
 	e.mu.Unlock()
 	var out []string
-	for i, addr := range e.cl.Addrs() {
+	for i, master := range e.cl.Addrs() {
 		if faulted[i] {
 			continue
 		}
-		r := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DisableIdentity: true})
-		keys, err := r.Keys(ctx, keyPrefix+"*").Result()
-		for _, k := range keys {
-			// Fence counters and queues of waiting Redlocks are not locks:
-			// those of keys without a hash tag (fence:{KEY}, waiters:{KEY})
-			// do not match the pattern; a tagged key's end in :fence or
-			// :waiters (redlock.FenceKey, redlock.WaitKey).
-			if err != nil || strings.HasSuffix(k, ":fence") || strings.HasSuffix(k, ":waiters") {
-				continue
+		for _, addr := range servers(master) {
+			keys, err := leakedOn(ctx, addr)
+			for _, k := range keys {
+				out = append(out, fmt.Sprintf("master %d: %s (expires in %v; %s)", i, k.key, k.ttl, e.whose(k.value)))
 			}
-			var ttl time.Duration
-			var v string
-			ttl, err = r.PTTL(ctx, k).Result()
-			if err == nil {
-				v, err = lockValue(ctx, r, k)
+			if err != nil {
+				return out, fmt.Errorf("master %d (%s): list keys: %w", i, addr, err)
 			}
-			out = append(out, fmt.Sprintf("master %d: %s (expires in %v; %s)", i, k, ttl, e.whose(v)))
-		}
-		r.Close()
-		if err != nil {
-			return out, fmt.Errorf("master %d (%s): list keys: %w", i, addr, err)
 		}
 	}
 	return out, nil
+}
+
+// servers returns the redis-server addresses of a master: itself, or each
+// shard of a Redis Cluster master.
+func servers(master string) []string {
+	if shards, ok := cluster.ShardAddrs(master); ok {
+		return shards
+	}
+	return []string{master}
+}
+
+// leakedKey is a lock key left on a server, with its value.
+type leakedKey struct {
+	key, value string
+	ttl        time.Duration
+}
+
+// leakedOn lists the lock keys on the redis-server at addr.
+func leakedOn(ctx context.Context, addr string) ([]leakedKey, error) {
+	r := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DisableIdentity: true})
+	defer r.Close()
+	keys, err := r.Keys(ctx, keyPrefix+"*").Result()
+	var out []leakedKey
+	for _, k := range keys {
+		// Fence counters and queues of waiting Redlocks are not locks:
+		// those of keys without a hash tag (fence:{KEY}, waiters:{KEY})
+		// do not match the pattern; a tagged key's end in :fence or
+		// :waiters (redlock.FenceKey, redlock.WaitKey).
+		if err != nil || strings.HasSuffix(k, ":fence") || strings.HasSuffix(k, ":waiters") {
+			continue
+		}
+		var ttl time.Duration
+		var v string
+		ttl, err = r.PTTL(ctx, k).Result()
+		if err == nil {
+			v, err = lockValue(ctx, r, k)
+		}
+		out = append(out, leakedKey{key: k, value: v, ttl: ttl})
+	}
+	return out, err
 }
 
 // lockValue reads a lock key: a plain lock's value, or the hold values of an
@@ -235,12 +262,14 @@ func (e *env) whose(value string) string {
 // scenario on the same cluster. The masters must be running and reachable.
 func reset(ctx context.Context, cl cluster.Cluster) error {
 	var errs []error
-	for i, addr := range cl.Addrs() {
-		r := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 2, DisableIdentity: true})
-		if err := r.FlushAll(ctx).Err(); err != nil {
-			errs = append(errs, fmt.Errorf("master %d (%s): FLUSHALL: %w", i, addr, err))
+	for i, master := range cl.Addrs() {
+		for _, addr := range servers(master) {
+			r := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 2, DisableIdentity: true})
+			if err := r.FlushAll(ctx).Err(); err != nil {
+				errs = append(errs, fmt.Errorf("master %d (%s): FLUSHALL: %w", i, addr, err))
+			}
+			r.Close()
 		}
-		r.Close()
 	}
 	return errors.Join(errs...)
 }

@@ -127,6 +127,7 @@ func (o *outcome) acquiredDuringFaults() int {
 const (
 	kindKill              = "kill"
 	kindKillMidAcquire    = "kill-mid-acquire"
+	kindKillShard         = "kill-shard"
 	kindPause             = "pause"
 	kindPartition         = "partition"
 	kindRestartEmpty      = "restart-empty"

@@ -222,7 +222,10 @@ func (h *procHolder) signal(sig syscall.Signal) error {
 func (p *procs) work(ctx context.Context, stop <-chan struct{}, client int) {
 	var masters []string
 	for _, a := range p.e.cl.Addrs() {
-		masters = append(masters, "redis://"+a)
+		if !strings.Contains(a, "://") {
+			a = "redis://" + a
+		}
+		masters = append(masters, a)
 	}
 	for !stopped(ctx, stop) {
 		p.e.gate.RLock()

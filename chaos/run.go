@@ -198,7 +198,17 @@ func Run(ctx context.Context, cfg Config) (_ Report, err error) {
 	}
 	defer func() { err = errors.Join(err, cl.Close()) }()
 	for i, sc := range run {
-		sr, err := runScenario(ctx, cl, cfg, sc, i+1, len(run))
+		on, err := cl, error(nil)
+		if sc.shards > 0 {
+			on, err = cluster.NewShards(cluster.Options{N: cfg.Nodes}, sc.shards)
+			if err != nil {
+				return rep, fmt.Errorf("chaos: %s: start %d Redis Clusters of %d shards: %w", sc.name, cfg.Nodes, sc.shards, err)
+			}
+		}
+		sr, err := runScenario(ctx, on, cfg, sc, i+1, len(run))
+		if on != cl {
+			err = errors.Join(err, on.Close())
+		}
 		rep.Scenarios = append(rep.Scenarios, sr)
 		if cfg.Finished != nil {
 			cfg.Finished(i+1, len(run), sr)

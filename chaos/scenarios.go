@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -18,6 +19,7 @@ type scenario struct {
 	midAcquire bool // the clients' masters sit behind a trigger
 	extend     bool // extending clients (auto-extend, Extend by hand) join the workload
 	procs      bool // the workload is client processes (redlock exec --fencing around a writer), not goroutines
+	shards     int  // when > 0, the masters are Redis Clusters of this many shards ([cluster.Shards]), started for this scenario
 
 	// script injects the faults while the workload runs. It plays at least
 	// one round of its faults in full, and more while the workload's
@@ -56,6 +58,14 @@ var scenarios = []scenario{
 		name:   "minority-partition",
 		about:  "(N-1)/2 masters cut off the network (requests time out) for 1.5 TTL: safe and available",
 		script: cycle(kindPartition, "heal", (*env).minority, cluster.Cluster.Partition, cluster.Cluster.Heal),
+		extend: true,
+		want:   []expectation{noOverlap, noUnsafeWrite, available, renewedInFault},
+	},
+	{
+		name:   "shard-kill",
+		about:  "masters that are each a Redis Cluster of 3 shards (local processes, whatever the backend): on (N-1)/2 of them the shard of the contended key is SIGKILLed, down for 1.5 TTL, started again empty, while a key on another shard of theirs stays writable: safe and available",
+		shards: 3,
+		script: shardKill,
 		extend: true,
 		want:   []expectation{noOverlap, noUnsafeWrite, available, renewedInFault},
 	},
@@ -368,4 +378,64 @@ func restartScript(delayed bool) func(context.Context, *env) error {
 		}
 		return e.undo(fr, restarted, "start", e.cl.Start)
 	}
+}
+
+// shardKill kills, on each of the minority of masters (Redis Clusters), the
+// shard that serves the contended key, for down(), and starts it again
+// empty: later than a TTL, as Redlock's delayed restart asks. While it is
+// down a key on another shard of the same master must stay writable: only
+// the killed shard's keys lose that master's vote.
+func shardKill(ctx context.Context, e *env) error {
+	sh, ok := e.cl.(*cluster.Shards)
+	if !ok {
+		return fmt.Errorf("shard-kill needs masters that are Redis Clusters, not %T", e.cl)
+	}
+	if !sleep(ctx, e.warm()) {
+		return nil
+	}
+	ns := e.minority()
+	killed := make([]int, e.n)
+	probes := make([]string, e.n)
+	for _, i := range ns {
+		k, err := sh.ShardOf(ctx, i, e.keys[0])
+		if err != nil {
+			return err
+		}
+		killed[i] = k
+		for n := 0; probes[i] == ""; n++ {
+			p := fmt.Sprintf("chaos-probe-%d", n)
+			if pk, err := sh.ShardOf(ctx, i, p); err != nil {
+				return err
+			} else if pk != k {
+				probes[i] = p
+			}
+		}
+	}
+	addrs := e.cl.Addrs()
+	probe := func(i int) error {
+		c := masterClient(addrs[i])
+		defer c.Close()
+		if err := c.Set(ctx, probes[i], "probe", e.ttl).Err(); err != nil {
+			return fmt.Errorf("master %d: SET %s on a live shard while shard %d was down: %w", i, probes[i], killed[i], err)
+		}
+		return nil
+	}
+	for first := true; first || e.left() > e.down()+e.settle(); first = false {
+		f, err := e.inject(kindKillShard, ns, "the contended key's shard", func(i int) error { return sh.KillShard(i, killed[i]) })
+		if err != nil {
+			return err
+		}
+		probed := e.each(ns, probe)
+		sleep(ctx, e.down())
+		if err := e.undo(f, ns, "start", func(i int) error { return sh.StartShard(i, killed[i]) }); err != nil {
+			return errors.Join(probed, err)
+		}
+		if probed != nil {
+			return probed
+		}
+		if !sleep(ctx, e.settle()) {
+			return nil
+		}
+	}
+	return nil
 }
