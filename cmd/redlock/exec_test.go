@@ -17,6 +17,12 @@ import (
 // Racing execs on one name run their commands one at a time.
 func TestExecRunsOneAtATime(t *testing.T) {
 	t.Parallel()
+	runsOneAtATime(t, shared())
+}
+
+// runsOneAtATime runs 4 racing execs of one lock on masterList and fails t
+// unless their commands ran one after another.
+func runsOneAtATime(t *testing.T, masterList string) {
 	name, log := lockName(t), filepath.Join(t.TempDir(), "log")
 	const racers = 4
 	script := `echo "start $$ $(date +%s%N)" >> "$1"; sleep 0.2; echo "end $$ $(date +%s%N)" >> "$1"`
@@ -24,7 +30,7 @@ func TestExecRunsOneAtATime(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range racers {
 		wg.Go(func() {
-			results[i] = runCLI(t, shared(), "exec", "--ttl", "3s", "--wait", "20s", name, "--", "sh", "-c", script, "sh", log)
+			results[i] = runCLI(t, masterList, "exec", "--ttl", "3s", "--wait", "20s", name, "--", "sh", "-c", script, "sh", log)
 		})
 	}
 	wg.Wait()
