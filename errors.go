@@ -50,6 +50,11 @@ var (
 	// answering 7 for 0 or 1, a negative fence token). Such a master counts as
 	// failed, never as a success or a refusal.
 	ErrBadReply = errors.New("redlock: unexpected reply")
+
+	// ErrRestartGate is wrapped by the [*NodeError] of a master whose vote
+	// did not count because it came back up less than the restart gate ago
+	// ([WithRestartGate]).
+	ErrRestartGate = errors.New("redlock: master inside its restart gate")
 )
 
 // NodeError is the failure of one master: a network error, a timeout, an
@@ -183,3 +188,13 @@ const (
 	opExtend  = "extend"
 	opRelease = "release"
 )
+
+// gateError is a vote refused by the restart gate: the master has been up
+// for less than gate, and its votes count in left.
+type gateError struct{ left, gate time.Duration }
+
+func (e *gateError) Error() string {
+	return fmt.Sprintf("%v: it has been up less than the gate %v (it restarted); its votes count in %v", ErrRestartGate, e.gate, e.left)
+}
+
+func (e *gateError) Unwrap() error { return ErrRestartGate }

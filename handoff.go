@@ -44,8 +44,11 @@ type handoff struct {
 
 // handable reports whether a call with cfg waits for hand-offs: plain
 // locks. Fenced ones need their second round anyway, and owned keys are
-// hashes the masters cannot hand over.
-func handable(cfg *config) bool { return cfg.owner == "" && !cfg.fencing }
+// hashes the masters cannot hand over. Behind a restart gate a call is woken
+// instead: a hand-off is a master's vote, and the masters hand keys on
+// without asking the gate (TestRestartGateNoHandOffFromGatedMaster); the
+// attempt a wake-up starts asks it.
+func handable(cfg *config) bool { return cfg.owner == "" && !cfg.fencing && cfg.gate == 0 }
 
 func (w *wakeups) newHandoff(key string, place int64, ttl time.Duration) *handoff {
 	n := len(w.r.nodes)

@@ -328,6 +328,9 @@ func (l *Lock) request(op Op, ttl time.Duration, token uint64) Request {
 	if op == OpExtend {
 		q.lock = l
 	}
+	if op != OpRelease {
+		q.Gate = l.cfg.gate
+	}
 	return q
 }
 

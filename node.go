@@ -129,6 +129,14 @@ type Request struct {
 	// it: the extend alone is safe, the lock only stays less robust to a
 	// later fault on a minority.
 	Repair bool
+	// Gate, on a vote (OpAcquire, OpAcquireFenced, OpRaiseFence,
+	// OpExtend), is the restart gate ([WithRestartGate]): the vote counts
+	// only from a master that has been up at least Gate. The go-redis Node
+	// asks the master in the same pipeline, just before the vote
+	// (lua/gate.lua), and fails a vote from a master up for less with an
+	// error wrapping [ErrRestartGate]. 0: no gate. A Node of your own
+	// ([NodeFunc]) that ignores Gate gives no gate.
+	Gate time.Duration
 
 	OK    bool
 	Fence uint64 // OpAcquireFenced: the fence counter when OK
@@ -203,6 +211,13 @@ func FenceKey(key string) string { return derivedKey(key, "fence") }
 // [*ConfigError].
 func WaitKey(key string) string { return derivedKey(key, "waiters") }
 
+// EpochKey is the name of the restart gate's cache, kept on each master next
+// to key, of the master's start time ([WithRestartGate], lua/gate.lua). It
+// expires 10 minutes after it was made, and is made again from the master's
+// uptime. It is named as [FenceKey] is, with "epoch" for "fence"; Lock and
+// TryLock refuse keys of either shape with a [*ConfigError].
+func EpochKey(key string) string { return derivedKey(key, "epoch") }
+
 // The scripts, sent with EVAL every time (see script).
 var (
 	//go:embed lua/release.lua
@@ -221,6 +236,8 @@ var (
 	handoffLua string
 	//go:embed lua/handon.lua
 	handonLua string
+	//go:embed lua/gate.lua
+	gateLua string
 
 	// The scripts that can free a key start with the hand-off routine.
 	releaseSrc       any = script(handonLua, releaseLua)
@@ -230,6 +247,7 @@ var (
 	raiseFenceSrc    any = script(raiseFenceLua)
 	holdSrc          any = script(handonLua, holdLua)
 	handoffSrc       any = script(handonLua, handoffLua)
+	gateSrc          any = script(gateLua)
 )
 
 // script returns Lua files' code, one after the other, without comment
@@ -371,10 +389,11 @@ func sortedSet(ss []string) []string {
 func (n *redisNode) Name() string { return n.name }
 
 // Exec sends reqs as one pipeline (a single request as a plain command) and
-// reads each reply strictly (reply.go). A request of an unknown Op is not
-// sent: its Err says so.
+// reads each reply strictly (reply.go). A vote with a Gate goes out behind
+// its gate's question, on the same connection (gated). A request of an
+// unknown Op is not sent: its Err says so.
 func (n *redisNode) Exec(ctx context.Context, reqs []*Request) {
-	if len(reqs) == 1 {
+	if len(reqs) == 1 && !gated(reqs[0]) {
 		if cmd := command(ctx, reqs[0]); cmd != nil {
 			_ = n.c.Process(ctx, cmd)
 			readReply(reqs[0], cmd)
@@ -382,17 +401,46 @@ func (n *redisNode) Exec(ctx context.Context, reqs []*Request) {
 		return
 	}
 	cmds := make([]redis.Cmder, len(reqs))
+	var gates []*redis.Cmd
 	pipe := n.c.Pipeline()
 	for i, q := range reqs {
-		if cmds[i] = command(ctx, q); cmds[i] != nil {
-			_ = pipe.Process(ctx, cmds[i])
+		if cmds[i] = command(ctx, q); cmds[i] == nil {
+			continue
 		}
+		if gated(q) {
+			if gates == nil {
+				gates = make([]*redis.Cmd, len(reqs))
+			}
+			gates[i] = redis.NewCmd(ctx, "eval", gateSrc, 1, EpochKey(q.Key), q.Gate.Milliseconds())
+			_ = pipe.Process(ctx, gates[i])
+		}
+		_ = pipe.Process(ctx, cmds[i])
 	}
 	_, _ = pipe.Exec(ctx) // each command holds its own reply or error
 	for i, q := range reqs {
 		if cmds[i] != nil {
 			readReply(q, cmds[i])
 		}
+		if gates != nil && gates[i] != nil {
+			closeGate(q, gates[i])
+		}
+	}
+}
+
+// gated reports whether q is a vote behind a restart gate.
+func gated(q *Request) bool { return q.Gate > 0 && q.Op != OpRelease }
+
+// closeGate fails q, a vote sent behind its restart gate's question, unless
+// the master answered that its votes count. The vote ran either way: a
+// gated acquire may have set the key, which the rollback and Unlock delete
+// as they do where a reply was lost.
+func closeGate(q *Request, gate *redis.Cmd) {
+	left, err := gate.Int64()
+	switch {
+	case err != nil:
+		q.OK, q.Err = false, fmt.Errorf("restart gate (lua/gate.lua): %w", err)
+	case left > 0:
+		q.OK, q.Err = false, &gateError{left: time.Duration(left) * time.Millisecond, gate: q.Gate}
 	}
 }
 

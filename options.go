@@ -35,11 +35,12 @@ type config struct {
 	maxBackoff     time.Duration
 	fencing        bool
 	autoExtend     bool
-	owner          string    // WithOwner; "": a plain lock
-	inCall         bool      // the options are a call's, not New's
-	attempt        int32     // the acquire attempt under way, from 1 (for the observer)
-	observer       *Observer // New only (WithObserver); a pointer keeps a Lock in its size class
-	err            error     // the first invalid option
+	owner          string        // WithOwner; "": a plain lock
+	gate           time.Duration // WithRestartGate; 0: off
+	inCall         bool          // the options are a call's, not New's
+	attempt        int32         // the acquire attempt under way, from 1 (for the observer)
+	observer       *Observer     // New only (WithObserver); a pointer keeps a Lock in its size class
+	err            error         // the first invalid option
 
 	// Set by resolved from the fields above and the TTL.
 	nodeTimeout time.Duration
@@ -187,6 +188,38 @@ func WithAutoExtend() Option {
 	return func(c *config) { c.autoExtend = true }
 }
 
+// WithRestartGate makes a master's vote — in an acquire, either fence round,
+// an Extend or a renewal — count only once the master has been up for at
+// least gate: a master that restarted (and may have lost the keys it held)
+// stays out of every quorum until any lock that counted on its lost keys
+// has expired, which is the delayed restart Redlock assumes, enforced by
+// the library. Set it to at least the largest TTL any client uses on these
+// masters (a TTL, or an Extend's, longer than the gate is refused with a
+// [*ConfigError]).
+//
+// The go-redis Node asks each master, in the same pipeline and just before
+// each vote, how long it has been up (lua/gate.lua: the master's TIME less
+// its start time, read once from INFO and kept next to the key, see
+// [EpochKey]); a vote from a master up for less than gate fails with an
+// error wrapping [ErrRestartGate] and is rolled back like any failed vote.
+// It adds no round trip; it costs an EVAL per vote (see the README's
+// benchmark), and the ACL permissions +info and +eval. What it covers —
+// restarts with and without data, FLUSHALL, cluster shards, failovers —
+// is in the README ("Guarantees") and docs/internals.md.
+//
+// Default: 0, off. A master's first minutes are a gate's cost: masters
+// started just before the first lock (a test run, a fresh deployment) give
+// no votes for gate. Turn it on where masters run for long.
+func WithRestartGate(gate time.Duration) Option {
+	return func(c *config) {
+		if gate < 0 {
+			c.fail(configErr("WithRestartGate", "gate %v is negative; want 0 (off) or at least the largest TTL", gate))
+			return
+		}
+		c.gate = gate
+	}
+}
+
 // MaxOwnerLen is the longest owner [WithOwner] accepts, in bytes.
 const MaxOwnerLen = 1 << 10
 
@@ -235,6 +268,10 @@ func (c config) resolved() (config, error) {
 	c.minValidity = c.minValidityOpt
 	if c.minValidity < 0 {
 		c.minValidity = c.ttl / 10
+	}
+	if c.gate > 0 && c.gate < c.ttl {
+		return c, configErr("WithRestartGate", "gate %v is shorter than the TTL %v: a master that restarted without the key could vote for another holder while this lock still counts on it; use a gate of at least the largest TTL",
+			c.gate, c.ttl)
 	}
 	if left := c.ttl - c.drift() - c.minValidity; left <= 0 {
 		return c, configErr("WithTTL", "TTL %v leaves no validity after the drift allowance %v and the minimum validity %v; use a longer TTL",

@@ -386,8 +386,11 @@ func joinCtx(err, ctxErr error) error {
 // "waiters", lock the lock key it could belong to ("" when none).
 func derivedKeyErr(key, name, lock string) error {
 	what, fn, one := "fence counters", "FenceKey", "fence counter"
-	if name == "waiters" {
+	switch name {
+	case "waiters":
 		what, fn, one = "queues of waiting Redlocks", "WaitKey", "queue"
+	case "epoch":
+		what, fn, one = "restart gates' start times", "EpochKey", "start time"
 	}
 	shape := "ends in \":" + name + "\""
 	if !strings.HasSuffix(key, ":"+name) {

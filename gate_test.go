@@ -1,0 +1,275 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock/redlock/internal/redistest"
+)
+
+// gateRefusals counts the masters whose vote err says the restart gate
+// refused.
+func gateRefusals(err error) int {
+	var qe *QuorumError
+	if !errors.As(err, &qe) {
+		return 0
+	}
+	n := 0
+	for _, e := range qe.Errs {
+		if errors.Is(e, ErrRestartGate) {
+			n++
+		}
+	}
+	return n
+}
+
+// gateClients returns a go-redis client per server of c, closed at the end.
+func gateClients(t *testing.T, c *redistest.Cluster) []*redis.Client {
+	cs := make([]*redis.Client, len(c.Servers))
+	for i, s := range c.Servers {
+		cs[i] = redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { cs[i].Close() })
+	}
+	return cs
+}
+
+// TestRestartGateKeepsOneHolder is the unsafe schedule of the chaos scenario
+// restart-no-persistence-immediate, on three real masters: A holds the key
+// on a bare majority (masters 0 and 1), master 0 restarts empty at once,
+// and B asks masters 0 and 2. Without the gate B gets a quorum while A's
+// lock is valid: two holders. With the gate master 0's vote does not count,
+// for plain, fenced and owned attempts alike, until it has been up for the
+// gate; then B gets the lock.
+func TestRestartGateKeepsOneHolder(t *testing.T) {
+	const ttl, gate = 2 * time.Second, 3 * time.Second
+	for _, gated := range []bool{false, true} {
+		t.Run(map[bool]string{false: "off", true: "on"}[gated], func(t *testing.T) {
+			c := redistest.StartT(t, 3, redistest.Options{})
+			cs := gateClients(t, c)
+			nodes := []Node{NewNode(cs[0]), NewNode(cs[1]), NewNode(cs[2])}
+			opts := []Option{WithTTL(ttl)}
+			if gated {
+				opts = append(opts, WithRestartGate(gate))
+				time.Sleep(gate + time.Second) // the fresh masters' own gate (uptime counts in whole seconds)
+			}
+			a, b := newRedlock(t, nodes, opts...), newRedlock(t, nodes, opts...)
+			ctx := context.Background()
+			key := testKey(t)
+			la, err := a.TryLock(ctx, key)
+			if err != nil {
+				t.Fatalf("A: %v", err)
+			}
+			settle(a)
+			// A's acquire on master 2 was lost: A holds masters 0 and 1.
+			if err := cs[2].Del(ctx, key).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Servers[0].Restart(false); err != nil {
+				t.Fatal(err)
+			}
+			restarted := time.Now()
+			lb, err := b.TryLock(ctx, key)
+			if !gated {
+				if err != nil {
+					t.Fatalf("without the gate B's TryLock = %v; want the lock (the unsafe schedule did not play out)", err)
+				}
+				if time.Now().Before(la.Until()) {
+					t.Logf("two holders without the gate: A until %v, B until %v", la.Until().Format(time.StampMilli), lb.Until().Format(time.StampMilli))
+				} else {
+					t.Fatalf("A's lock had ended before B's: the schedule shows nothing")
+				}
+				return
+			}
+			if !errors.Is(err, ErrNotObtained) || gateRefusals(err) != 1 {
+				t.Fatalf("B's TryLock right after master 0 restarted = %v, %v; want ErrNotObtained with master 0 refused by the restart gate", lb, err)
+			}
+			if !strings.Contains(err.Error(), "restart gate") || !strings.Contains(err.Error(), "votes count in") {
+				t.Errorf("the error does not say why: %v", err)
+			}
+			for _, o := range [][]Option{{WithFencing()}, {WithOwner("job")}} {
+				if l, err := b.TryLock(ctx, key, o...); gateRefusals(err) != 1 {
+					t.Errorf("B's TryLock %v right after the restart = %v, %v; want master 0 refused by the restart gate", o, l, err)
+				}
+			}
+			// Nothing is left of B's attempts: the gated vote's SET was rolled back.
+			settle(b)
+			if n, err := cs[0].Exists(ctx, key).Result(); err != nil || n != 0 {
+				t.Errorf("master 0 keeps B's gated key: EXISTS = %d, %v", n, err)
+			}
+			// Once master 0 has been up for the gate (and A's lock expired), B gets it.
+			l, err := b.Lock(ctx, key)
+			if err != nil {
+				t.Fatalf("B's Lock after the gate: %v", err)
+			}
+			if !time.Now().After(la.Until()) {
+				t.Errorf("B got the lock %v after master 0 restarted, before A's lock ended", time.Since(restarted))
+			}
+			if err := l.Unlock(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestRestartGateCases pins down what the gate does in each case
+// docs/internals.md lists: a master up for less than the gate refuses
+// every vote (acquire, Extend) with an error that says when its votes
+// count; one up for longer votes; a restart with its data (AOF) keeps the
+// start time it had; FLUSHALL does not close the gate of a master up for
+// longer (it is not a restart); a TTL longer than the gate is refused.
+func TestRestartGateCases(t *testing.T) {
+	const gate = 2 * time.Second
+	c := redistest.StartT(t, 1, redistest.Options{AppendOnly: true})
+	cs := gateClients(t, c)
+	r := newRedlock(t, []Node{NewNode(cs[0])}, WithTTL(time.Second), WithRestartGate(gate))
+	ctx := context.Background()
+
+	if _, err := r.TryLock(ctx, testKey(t)); gateRefusals(err) != 1 {
+		t.Fatalf("TryLock on a master started just now = %v; want the restart gate's refusal", err)
+	}
+	time.Sleep(gate + time.Second)
+	l, err := r.TryLock(ctx, testKey(t))
+	if err != nil {
+		t.Fatalf("TryLock on a master up longer than the gate: %v", err)
+	}
+	if err := l.Extend(ctx, 3*time.Second); err == nil || !strings.Contains(err.Error(), "WithRestartGate") {
+		t.Errorf("Extend to a TTL longer than the gate = %v; want a ConfigError", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New([]Node{NewNode(cs[0])}, WithRestartGate(-time.Second)); err == nil {
+		t.Error("New with a negative gate: no error")
+	}
+
+	// A restart with its data (appendfsync always) keeps the start time the
+	// gate cached next to the key: no gate for that key.
+	key := testKey(t)
+	l, err = r.TryLock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Servers[0].Restart(true); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Extend(ctx, time.Second); err != nil {
+		t.Errorf("Extend right after a restart with the data: %v; want it counted (the cached start time survived)", err)
+	}
+	// Another key, whose start time was not cached: the gate is closed.
+	if _, err := r.TryLock(ctx, testKey(t)); gateRefusals(err) != 1 {
+		t.Errorf("TryLock of a new key right after the restart = %v; want the restart gate's refusal", err)
+	}
+	time.Sleep(gate + time.Second)
+	if err := cs[0].FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := r.TryLock(ctx, key); err != nil {
+		t.Errorf("TryLock after FLUSHALL on a master up longer than the gate = %v; want the lock (FLUSHALL is not a restart)", err)
+	} else if err := l.Unlock(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestRestartGateClusterShard: on a master that is a Redis Cluster, the
+// gate is each shard's: a shard that restarted refuses votes on its keys,
+// and the other shards' keys vote.
+func TestRestartGateClusterShard(t *testing.T) {
+	const gate = 5 * time.Second // longer than a restarted shard is CLUSTERDOWN (about 2 s)
+	rc := redistest.StartRedisClusterT(t, 3, redistest.Options{Args: []string{"--cluster-require-full-coverage", "no"}})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs(), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { cc.Close() })
+	r := newRedlock(t, []Node{NewNode(cc)}, WithTTL(time.Second), WithRestartGate(gate), WithNodeTimeout(time.Second))
+	ctx := context.Background()
+	time.Sleep(gate + time.Second)
+	// A key on shard 0 and one on shard 2 (shard k has slots [k*16384/3, (k+1)*16384/3)).
+	var on0, on2 string
+	for i := 0; on0 == "" || on2 == ""; i++ {
+		k := testKey(t)
+		switch s := int(keySlot(k)) * 3 / 16384; {
+		case s == 0 && on0 == "":
+			on0 = k
+		case s == 2 && on2 == "":
+			on2 = k
+		}
+	}
+	// Without persistence the shard comes back empty, its cluster
+	// configuration (nodes.conf) kept: wait until it answers for its keys.
+	if err := rc.Shards[0].Restart(true); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if _, err = r.TryLock(ctx, on0); gateRefusals(err) == 1 {
+			break
+		}
+	}
+	if gateRefusals(err) != 1 {
+		t.Fatalf("TryLock of a key on the restarted shard = %v; want the restart gate's refusal", err)
+	}
+	l, err := r.TryLock(ctx, on2)
+	if err != nil {
+		t.Fatalf("TryLock of a key on a shard that did not restart: %v", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestRestartGateNoHandOffFromGatedMaster: a hand-off is a vote too. Five
+// masters; A holds the key on masters 0, 1 and 2; master 0 restarts empty.
+// Two waiting calls with the restart gate on contend: the rollback of one
+// frees its own value on masters 0, 3 and 4, and where the masters hand the
+// key on, the other would count three hand-offs, master 0's among them,
+// while A's lock is valid. With the gate on no call holds the key until A's
+// lock has ended.
+func TestRestartGateNoHandOffFromGatedMaster(t *testing.T) {
+	const ttl = 3 * time.Second
+	c := redistest.StartT(t, 5, redistest.Options{})
+	cs := gateClients(t, c)
+	nodes := make([]Node, len(cs))
+	for i, rc := range cs {
+		nodes[i] = NewNode(rc)
+	}
+	time.Sleep(ttl + time.Second) // the fresh masters' own gate
+	opts := []Option{WithTTL(ttl), WithRestartGate(ttl), WithBackoff(time.Millisecond, 20*time.Millisecond)}
+	a := newRedlock(t, nodes, opts...)
+	ctx := context.Background()
+	key := testKey(t)
+	la, err := a.TryLock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(a)
+	for _, i := range []int{3, 4} {
+		if err := cs[i].Del(ctx, key).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Servers[0].Restart(false); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan time.Time, 2)
+	wctx, cancel := context.WithDeadline(ctx, la.Until())
+	defer cancel()
+	for range 2 {
+		w := newRedlock(t, nodes, opts...)
+		go func() {
+			if l, err := w.Lock(wctx, key); err == nil {
+				got <- time.Now()
+				_ = l.Unlock(ctx)
+			} else {
+				got <- time.Time{}
+			}
+		}()
+	}
+	for range 2 {
+		if at := <-got; !at.IsZero() && at.Before(la.Until()) {
+			t.Errorf("a waiting call got the lock %v before A's lock ended", la.Until().Sub(at))
+		}
+	}
+}
