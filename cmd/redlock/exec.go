@@ -19,6 +19,7 @@ import (
 type execArgs struct {
 	masters          []string
 	ttl, wait, grace time.Duration
+	gate             time.Duration // --restart-gate, $REDLOCK_RESTART_GATE; 0: off
 	fencing, verbose bool
 	owner            string // --owner, $REDLOCK_OWNER, or a new UUID
 	name             string
@@ -35,10 +36,14 @@ func cmdExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&a.fencing, "fencing", false, "")
 	fs.StringVar(&a.owner, "owner", "", "")
 	fs.BoolVar(&a.verbose, "verbose", false, "")
+	gate := fs.String("restart-gate", "", "")
 	if status, done := parseFlags(fs, args, execUsage, stdout, stderr); done {
 		return status
 	}
 	err := a.check(fs.Args())
+	if err == nil {
+		a.gate, err = restartGate(*gate)
+	}
 	if err == nil {
 		a.masters, err = masterURLs(*masters)
 	}
@@ -46,7 +51,7 @@ func cmdExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return usageFail(stderr, "exec", err)
 	}
 
-	opts := []redlock.Option{redlock.WithTTL(a.ttl)}
+	opts := []redlock.Option{redlock.WithTTL(a.ttl), redlock.WithRestartGate(a.gate)}
 	if a.fencing {
 		opts = append(opts, redlock.WithFencing())
 	}
@@ -121,11 +126,33 @@ func (a *execArgs) check(rest []string) error {
 	return nil
 }
 
+// restartGate reads the --restart-gate value, or $REDLOCK_RESTART_GATE
+// when the flag is not given: a duration, 0 (the default) for none.
+func restartGate(flag string) (time.Duration, error) {
+	v, from := flag, "--restart-gate"
+	if v == "" {
+		v, from = os.Getenv("REDLOCK_RESTART_GATE"), "$REDLOCK_RESTART_GATE"
+	}
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, usagef("%s must be a duration such as 1m (0 for none), got %q", from, v)
+	}
+	return d, nil
+}
+
 // flagError says which flag to fix when the library rejected an option.
 func flagError(err error) error {
 	var ce *redlock.ConfigError
-	if errors.As(err, &ce) && ce.Field == "WithTTL" {
-		return usagef("--ttl: %s", ce.Reason)
+	if errors.As(err, &ce) {
+		switch ce.Field {
+		case "WithTTL":
+			return usagef("--ttl: %s", ce.Reason)
+		case "WithRestartGate":
+			return usagef("--restart-gate: %s", ce.Reason)
+		}
 	}
 	return err
 }
@@ -171,6 +198,9 @@ func obtain(ctx context.Context, cancel context.CancelFunc, rl *redlock.Redlock,
 	switch {
 	case !errors.Is(err, redlock.ErrNotObtained):
 		return nil, usageFail(stderr, "exec", flagError(err))
+	case errors.As(err, &qe) && qe.Refused == 0 && qe.Failed > 0 && errors.Is(err, redlock.ErrRestartGate):
+		fmt.Fprintf(stderr, "redlock exec: lock %q: too few masters may vote; some came up less than the restart gate ago and vote once it has passed: %v\n", a.name, err)
+		return nil, exitUnavailable
 	case errors.As(err, &qe) && qe.Refused == 0 && qe.Failed > 0:
 		fmt.Fprintf(stderr, "redlock exec: lock %q: too few masters answered; check that they are up and reachable: %v\n", a.name, err)
 		return nil, exitUnavailable

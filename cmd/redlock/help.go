@@ -9,7 +9,7 @@ const (
 	// masters given.
 	exitUsage = 64
 	// exitUnavailable (EX_UNAVAILABLE): too few masters answered to decide
-	// (down, unreachable, refusing the password).
+	// (down, unreachable, refusing the password, or inside their restart gate).
 	exitUnavailable = 69
 	// exitNotObtained (EX_TEMPFAIL): the lock is held elsewhere (or --wait ran
 	// out). The normal outcome on all but one host of a crontab; cron tries
@@ -29,7 +29,8 @@ const (
 const exitStatuses = `Exit status:
   0-255  exec: the command's own status (128+N when signal N killed it)
   64     bad usage: flags, arguments, a master URL, no masters (EX_USAGE)
-  69     too few masters answered: down, unreachable, wrong password (EX_UNAVAILABLE)
+  69     too few masters answered: down, unreachable, wrong password, or inside
+         their --restart-gate (EX_UNAVAILABLE)
   75     exec: not obtained, the lock is held elsewhere or --wait ran out (EX_TEMPFAIL)
   79     exec: lock lost while the command ran; the command was stopped
   126    exec: the command could not be run
@@ -110,6 +111,11 @@ Flags:
                    master that failed, to stderr
   --owner ID       hold the lock as owner ID, passed on in REDLOCK_OWNER
                    (default $REDLOCK_OWNER, else a new UUID)
+  --restart-gate DURATION
+                   count no vote from a master up for less than DURATION: a
+                   master that restarted empty stays out until locks that
+                   counted on it expired; at least the largest --ttl in use
+                   (default $REDLOCK_RESTART_GATE, else 0: off)
 
 ` + mastersHelp + `
 ` + exitStatuses
