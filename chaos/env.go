@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,19 +19,20 @@ import (
 // env is one scenario's world: the masters, the recorder, the resource,
 // and the workload's clients.
 type env struct {
-	cl      cluster.Cluster
-	n       int // masters
-	quorum  int
-	ttl     time.Duration
-	fencing bool
-	end     time.Time // the workload runs until then, or until the script is done if later
-	keys    []string
-	rec     *recorder
-	res     *resource
-	trig    *trigger      // nil unless the scenario acquires through a trigger
-	procs   *procs        // nil unless the workload is client processes
-	hold    time.Duration // a critical section lasts hold/2 to 3/2 hold
-	soak    int           // the workload runs until this many acquisitions, if more than 0
+	cl          cluster.Cluster
+	n           int // masters
+	quorum      int
+	ttl         time.Duration
+	fencing     bool
+	restartGate time.Duration // the clients' WithRestartGate; 0: off
+	end         time.Time     // the workload runs until then, or until the script is done if later
+	keys        []string
+	rec         *recorder
+	res         *resource
+	trig        *trigger      // nil unless the scenario acquires through a trigger
+	procs       *procs        // nil unless the workload is client processes
+	hold        time.Duration // a critical section lasts hold/2 to 3/2 hold
+	soak        int           // the workload runs until this many acquisitions, if more than 0
 
 	// gate lets a script quiet the workload: every client iteration holds
 	// it for reading; a script that takes it for writing waits for the
@@ -48,6 +50,9 @@ func (e *env) lockOpts() []redlock.Option {
 	opts := []redlock.Option{redlock.WithTTL(e.ttl)}
 	if e.fencing {
 		opts = append(opts, redlock.WithFencing())
+	}
+	if e.restartGate > 0 {
+		opts = append(opts, redlock.WithRestartGate(e.restartGate))
 	}
 	return opts
 }
@@ -272,6 +277,38 @@ func reset(ctx context.Context, cl cluster.Cluster) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// upFor waits until every master has been up for d (INFO's
+// uptime_in_seconds), so that a restart gate of d lets them vote.
+func upFor(ctx context.Context, cl cluster.Cluster, d time.Duration) error {
+	for i, master := range cl.Addrs() {
+		for _, addr := range servers(master) {
+			r := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 2, DisableIdentity: true})
+			for {
+				info, err := r.InfoMap(ctx, "server").Result()
+				if err != nil {
+					r.Close()
+					return fmt.Errorf("master %d (%s): INFO server: %w", i, addr, err)
+				}
+				up, err := strconv.Atoi(info["Server"]["uptime_in_seconds"])
+				if err != nil {
+					r.Close()
+					return fmt.Errorf("master %d (%s): uptime_in_seconds: %w", i, addr, err)
+				}
+				// Whole seconds: one more than d's to be sure.
+				if time.Duration(up)*time.Second >= d+time.Second {
+					break
+				}
+				if !sleep(ctx, 200*time.Millisecond) {
+					r.Close()
+					return ctx.Err()
+				}
+			}
+			r.Close()
+		}
+	}
+	return nil
 }
 
 // keyPrefix starts every key the workload locks.

@@ -248,6 +248,12 @@ func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenari
 		rec: rec, res: newResource(rec, sc.fencing), faulted: make([]bool, cfg.Nodes),
 		hold: 4 * time.Millisecond, soak: cfg.Soak,
 	}
+	if sc.gated {
+		e.restartGate = immediateHolderTTLs * cfg.TTL
+		if err := upFor(ctx, cl, e.restartGate); err != nil {
+			return ScenarioReport{Name: sc.name, Err: err.Error()}, err
+		}
+	}
 	for k := range cfg.Keys {
 		e.keys = append(e.keys, fmt.Sprintf("%s%d", keyPrefix, k))
 	}

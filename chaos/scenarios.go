@@ -19,6 +19,7 @@ type scenario struct {
 	midAcquire bool // the clients' masters sit behind a trigger
 	extend     bool // extending clients (auto-extend, Extend by hand) join the workload
 	procs      bool // the workload is client processes (redlock exec --fencing around a writer), not goroutines
+	gated      bool // every client takes locks WithRestartGate(the scripted holder's TTL)
 	shards     int  // when > 0, the masters are Redis Clusters of this many shards ([cluster.Shards]), started for this scenario
 
 	// script injects the faults while the workload runs. It plays at least
@@ -107,6 +108,21 @@ var scenarios = []scenario{
 		fencing: true,
 		script:  restartScript(false),
 		want:    []expectation{overlapFound, staleRejected},
+	},
+	{
+		name:   "restart-no-persistence-immediate-gated",
+		about:  "restart-no-persistence-immediate with every client's restart gate on (WithRestartGate, as long as the holder's TTL): the restarted master's vote does not count until the holder's lock has expired: safe, and available once the holder let go",
+		gated:  true,
+		script: restartScript(false),
+		want:   []expectation{noOverlap, noUnsafeWrite, availableAfter},
+	},
+	{
+		name:    "restart-no-persistence-immediate-fenced-gated",
+		about:   "the same with fencing tokens: safe, no stale write",
+		fencing: true,
+		gated:   true,
+		script:  restartScript(false),
+		want:    []expectation{noOverlap, noUnsafeWrite, availableAfter},
 	},
 	{
 		name:    "process-minority-kill",
