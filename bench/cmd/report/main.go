@@ -457,6 +457,8 @@ func render(r results, cpu, cmdline string) string {
 		{"Lock+Unlock with fencing, N=1, per op", "LockUnlockFenced", 1, "ns/op"},
 		{"Lock+Unlock with fencing, N=5, per op", "LockUnlockFenced", 5, "ns/op"},
 		{"Lock+Unlock with fencing, N=9, per op", "LockUnlockFenced", 9, "ns/op"},
+		{"Lock+Unlock with the restart gate, N=1, per op", "LockUnlockGated", 1, "ns/op"},
+		{"Lock+Unlock with the restart gate, N=5, per op", "LockUnlockGated", 5, "ns/op"},
 		{"Lock+Unlock with an owner (first hold), N=5, per op", "LockUnlockOwned", 5, "ns/op"},
 		{"nested Lock+Unlock by the owner, N=1, per op", "NestedEnter", 1, "ns/op"},
 		{"nested Lock+Unlock by the owner, N=5, per op", "NestedEnter", 5, "ns/op"},

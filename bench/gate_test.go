@@ -1,0 +1,46 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock/redlock"
+)
+
+// BenchmarkLockUnlockGated is BenchmarkLockUnlock with the restart gate on
+// (WithRestartGate(ttl)): the gate's question goes in the same pipeline
+// before every vote. Compare with BenchmarkLockUnlock at the same N for the
+// gate's cost. It first waits until the masters have been up the gate.
+func BenchmarkLockUnlockGated(b *testing.B) {
+	waitUp(b, masters.Addrs(), ttl+time.Second)
+	for _, n := range []int{1, 5, 9} {
+		b.Run(fmt.Sprintf("lib=redlock/nodes=%d", n), func(b *testing.B) {
+			lockUnlock(b, newRedlock(b, newClients(b, addrs(n)), redlock.WithRestartGate(ttl)))
+		})
+	}
+}
+
+// waitUp waits until every master at addrs has been up for d.
+func waitUp(b *testing.B, addrs []string, d time.Duration) {
+	b.Helper()
+	for _, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a})
+		for {
+			info, err := c.InfoMap(context.Background(), "server").Result()
+			if err != nil {
+				c.Close()
+				b.Fatalf("INFO server on %s: %v", a, err)
+			}
+			if up, _ := strconv.Atoi(info["Server"]["uptime_in_seconds"]); time.Duration(up)*time.Second >= d {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		c.Close()
+	}
+}
