@@ -55,6 +55,11 @@ var (
 	// did not count because it came back up less than the restart gate ago
 	// ([WithRestartGate]).
 	ErrRestartGate = errors.New("redlock: master inside its restart gate")
+
+	// ErrNotReplicated is wrapped by the [*NodeError] of a master whose vote
+	// did not count because fewer of its replicas than [WithReplicaConfirm]
+	// asks for confirmed it in time.
+	ErrNotReplicated = errors.New("redlock: vote not confirmed by the master's replicas")
 )
 
 // NodeError is the failure of one master: a network error, a timeout, an

@@ -44,11 +44,14 @@ type handoff struct {
 
 // handable reports whether a call with cfg waits for hand-offs: plain
 // locks. Fenced ones need their second round anyway, and owned keys are
-// hashes the masters cannot hand over. Behind a restart gate a call is woken
-// instead: a hand-off is a master's vote, and the masters hand keys on
-// without asking the gate (TestRestartGateNoHandOffFromGatedMaster); the
-// attempt a wake-up starts asks it.
-func handable(cfg *config) bool { return cfg.owner == "" && !cfg.fencing && cfg.gate == 0 }
+// hashes the masters cannot hand over. Behind a restart gate or replica
+// confirmation a call is woken instead: a hand-off is a master's vote, and
+// the masters hand keys on without asking the gate or the replicas
+// (TestRestartGateNoHandOffFromGatedMaster); the attempt a wake-up starts
+// asks them.
+func handable(cfg *config) bool {
+	return cfg.owner == "" && !cfg.fencing && cfg.gate == 0 && cfg.replicas == 0
+}
 
 func (w *wakeups) newHandoff(key string, place int64, ttl time.Duration) *handoff {
 	n := len(w.r.nodes)

@@ -329,7 +329,7 @@ func (l *Lock) request(op Op, ttl time.Duration, token uint64) Request {
 		q.lock = l
 	}
 	if op != OpRelease {
-		q.Gate = l.cfg.gate
+		q.Gate, q.Replicas = l.cfg.gate, l.cfg.replicas
 	}
 	return q
 }

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -137,6 +138,13 @@ type Request struct {
 	// error wrapping [ErrRestartGate]. 0: no gate. A Node of your own
 	// ([NodeFunc]) that ignores Gate gives no gate.
 	Gate time.Duration
+	// Replicas, on a vote, makes it count only once WAIT Replicas has
+	// confirmed it on that many of the master's replicas, within the
+	// request's deadline ([WithReplicaConfirm]); a master whose replicas
+	// did not confirm in time fails with an error wrapping
+	// [ErrNotReplicated]. 0: the master's own reply counts. A Node of your
+	// own that ignores Replicas gives no confirmation.
+	Replicas int
 
 	OK    bool
 	Fence uint64 // OpAcquireFenced: the fence counter when OK
@@ -390,10 +398,11 @@ func (n *redisNode) Name() string { return n.name }
 
 // Exec sends reqs as one pipeline (a single request as a plain command) and
 // reads each reply strictly (reply.go). A vote with a Gate goes out behind
-// its gate's question, on the same connection (gated). A request of an
-// unknown Op is not sent: its Err says so.
+// its gate's question, and one with Replicas before a WAIT, on the same
+// connection (see confirmed). A request of an unknown Op is not sent: its
+// Err says so.
 func (n *redisNode) Exec(ctx context.Context, reqs []*Request) {
-	if len(reqs) == 1 && !gated(reqs[0]) {
+	if len(reqs) == 1 && !gated(reqs[0]) && !replicated(reqs[0]) {
 		if cmd := command(ctx, reqs[0]); cmd != nil {
 			_ = n.c.Process(ctx, cmd)
 			readReply(reqs[0], cmd)
@@ -401,9 +410,15 @@ func (n *redisNode) Exec(ctx context.Context, reqs []*Request) {
 		return
 	}
 	cmds := make([]redis.Cmder, len(reqs))
-	var gates []*redis.Cmd
+	var gates, waits []*redis.Cmd
 	pipe := n.c.Pipeline()
 	for i, q := range reqs {
+		if replicated(q) {
+			if _, ok := n.c.(*redis.ClusterClient); ok {
+				q.OK, q.Err = false, errClusterWait // not sent
+				continue
+			}
+		}
 		if cmds[i] = command(ctx, q); cmds[i] == nil {
 			continue
 		}
@@ -415,6 +430,13 @@ func (n *redisNode) Exec(ctx context.Context, reqs []*Request) {
 			_ = pipe.Process(ctx, gates[i])
 		}
 		_ = pipe.Process(ctx, cmds[i])
+		if replicated(q) {
+			if waits == nil {
+				waits = make([]*redis.Cmd, len(reqs))
+			}
+			waits[i] = redis.NewCmd(ctx, "wait", q.Replicas, waitTimeout(ctx))
+			_ = pipe.Process(ctx, waits[i])
+		}
 	}
 	_, _ = pipe.Exec(ctx) // each command holds its own reply or error
 	for i, q := range reqs {
@@ -424,6 +446,47 @@ func (n *redisNode) Exec(ctx context.Context, reqs []*Request) {
 		if gates != nil && gates[i] != nil {
 			closeGate(q, gates[i])
 		}
+		if waits != nil && waits[i] != nil {
+			confirmed(q, waits[i])
+		}
+	}
+}
+
+// replicated reports whether q is a vote that its master's replicas must
+// confirm.
+func replicated(q *Request) bool { return q.Replicas > 0 && q.Op != OpRelease }
+
+// errClusterWait fails a vote that replicas must confirm on a master that is
+// a Redis Cluster: go-redis sends a WAIT, which names no key, to a random
+// shard.
+var errClusterWait = errors.New("replica confirmation (WithReplicaConfirm) is not available on a Redis Cluster master: WAIT would not reach the key's shard")
+
+// waitTimeout is WAIT's timeout in ms: half of what is left of ctx's
+// deadline, at least 1 ms (WAIT 0 would block without end); without a
+// deadline, 1 s. A master ends a WAIT at its next event loop turn after the
+// timeout, up to 1000/hz ms later (100 ms at the default hz 10): the other
+// half is for that and the reply. A WAIT that still ends after the
+// deadline fails the vote as a timeout does.
+func waitTimeout(ctx context.Context) int64 {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return 1000
+	}
+	return max((time.Until(d) / 2).Milliseconds(), 1)
+}
+
+// confirmed fails q, a vote followed by WAIT q.Replicas, unless that many
+// replicas confirmed it. A vote the master refused stays refused.
+func confirmed(q *Request, wait *redis.Cmd) {
+	if !q.OK {
+		return
+	}
+	acks, err := wait.Int64()
+	switch {
+	case err != nil:
+		q.OK, q.Err = false, fmt.Errorf("%w: WAIT %d: %w", ErrNotReplicated, q.Replicas, err)
+	case acks < int64(q.Replicas):
+		q.OK, q.Err = false, fmt.Errorf("%w: %d of the %d replicas WithReplicaConfirm asks for confirmed the write in time", ErrNotReplicated, acks, q.Replicas)
 	}
 }
 

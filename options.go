@@ -37,6 +37,7 @@ type config struct {
 	autoExtend     bool
 	owner          string        // WithOwner; "": a plain lock
 	gate           time.Duration // WithRestartGate; 0: off
+	replicas       int           // WithReplicaConfirm; 0: off
 	inCall         bool          // the options are a call's, not New's
 	attempt        int32         // the acquire attempt under way, from 1 (for the observer)
 	observer       *Observer     // New only (WithObserver); a pointer keeps a Lock in its size class
@@ -217,6 +218,37 @@ func WithRestartGate(gate time.Duration) Option {
 			return
 		}
 		c.gate = gate
+	}
+}
+
+// WithReplicaConfirm makes a master's vote — in an acquire, either fence
+// round, an Extend or a renewal — count only once replicas of that
+// master's replicas confirmed the write: the go-redis Node sends WAIT
+// replicas right after the vote, in the same pipeline, with what is left of
+// the node timeout as WAIT's timeout. A master whose replicas did not
+// confirm in time counts as failed (an error wrapping [ErrNotReplicated])
+// and is rolled back like one. It adds no round trip; each vote waits for
+// the slowest of the replicas it needs.
+//
+// What it buys: a failover that promotes one of the replicas that
+// confirmed keeps every vote the lock counted. Set replicas to the number
+// of replicas each master has, so that whichever Sentinel promotes had the
+// key. WAIT does not make Redis strongly consistent: a replica confirms
+// what it received, not what it wrote to disk, and one that restarts empty
+// and is promoted before it resynced is a master that restarted empty
+// ([WithRestartGate] does not see it: its uptime is its own). A master
+// without enough replicas (all of them, with a plain Redis) never votes.
+// Not available on Redis Cluster masters (go-redis sends WAIT to a random
+// shard): their votes fail with an error that says so.
+//
+// Default: 0, off.
+func WithReplicaConfirm(replicas int) Option {
+	return func(c *config) {
+		if replicas < 0 {
+			c.fail(configErr("WithReplicaConfirm", "replicas is %d; want 0 (off) or the number of replicas each master has", replicas))
+			return
+		}
+		c.replicas = replicas
 	}
 }
 

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock/redlock"
+	"github.com/redlock/redlock/internal/redistest"
 )
 
 // BenchmarkLockUnlockGated is BenchmarkLockUnlock with the restart gate on
@@ -43,4 +45,24 @@ func waitUp(b *testing.B, addrs []string, d time.Duration) {
 		}
 		c.Close()
 	}
+}
+
+// BenchmarkLockUnlockReplicaConfirm is Lock+Unlock over 3 masters that each
+// have one replica, without and with WithReplicaConfirm(1) (a WAIT 1 after
+// every vote, in the same pipeline). It starts the 6 servers itself.
+func BenchmarkLockUnlockReplicaConfirm(b *testing.B) {
+	cs := make([]*redis.Client, 3)
+	for i := range cs {
+		p := redistest.StartServerT(b, redistest.Options{Args: []string{"--save", ""}})
+		host, port, _ := net.SplitHostPort(p.Addr())
+		redistest.StartServerT(b, redistest.Options{Args: []string{"--save", "", "--replicaof", host, port}})
+		cs[i] = newClients(b, []string{p.Addr()})[0]
+		for cs[i].Do(context.Background(), "wait", 1, 100).Val() != int64(1) {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	b.Run("lib=redlock/nodes=3/confirm=0", func(b *testing.B) { lockUnlock(b, newRedlock(b, cs)) })
+	b.Run("lib=redlock/nodes=3/confirm=1", func(b *testing.B) {
+		lockUnlock(b, newRedlock(b, cs, redlock.WithReplicaConfirm(1)))
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -120,6 +121,18 @@ func startServer(opts Options, pickPort func() (int, error)) (*Server, error) {
 	}
 	os.RemoveAll(root)
 	return nil, err
+}
+
+// StartServerT starts a server like [StartServer], registers Stop with
+// tb.Cleanup, and fails tb if it does not start.
+func StartServerT(tb testing.TB, opts Options) *Server {
+	tb.Helper()
+	s, err := StartServer(opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Stop() })
+	return s
 }
 
 // Addr returns the server's address, "127.0.0.1:PORT". It stays the same
