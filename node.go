@@ -426,7 +426,7 @@ func (n *redisNode) Exec(ctx context.Context, reqs []*Request) {
 			if gates == nil {
 				gates = make([]*redis.Cmd, len(reqs))
 			}
-			gates[i] = redis.NewCmd(ctx, "eval", gateSrc, 1, EpochKey(q.Key), q.Gate.Milliseconds())
+			gates[i] = gateCommand(ctx, q)
 			_ = pipe.Process(ctx, gates[i])
 		}
 		_ = pipe.Process(ctx, cmds[i])
@@ -488,6 +488,12 @@ func confirmed(q *Request, wait *redis.Cmd) {
 	case acks < int64(q.Replicas):
 		q.OK, q.Err = false, fmt.Errorf("%w: %d of the %d replicas WithReplicaConfirm asks for confirmed the write in time", ErrNotReplicated, acks, q.Replicas)
 	}
+}
+
+// gateCommand asks the master of q, a vote behind a restart gate, how long
+// until its votes count (lua/gate.lua).
+func gateCommand(ctx context.Context, q *Request) *redis.Cmd {
+	return redis.NewCmd(ctx, "eval", gateSrc, 1, EpochKey(q.Key), q.Gate.Milliseconds())
 }
 
 // gated reports whether q is a vote behind a restart gate.

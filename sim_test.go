@@ -114,6 +114,7 @@ var (
 	simSchedulesFlag = flagpkg.Int("sim.schedules", 0, "simulation: schedules to run (0: the default)")
 	simSoakFlag      = flagpkg.Duration("sim.soak", 0, "simulation: run schedules for this long")
 	simBaseFlag      = flagpkg.String("sim.base", "", "simulation: the first seed (default: random)")
+	simGatedFlag     = flagpkg.Bool("sim.gated", false, "simulation: every schedule with the restart gate on and its empty restarts at once")
 )
 
 // defaultSimSchedules is how many schedules a plain `go test` runs, and so
@@ -352,6 +353,9 @@ type simSchedule struct {
 	Clients []simClientPlan
 	Faults  []simFault
 	Breaks  []string // the assumptions this schedule breaks on purpose
+	// Gate, when not 0, is every client's WithRestartGate: then masters
+	// restart empty as soon as they like, which must be safe.
+	Gate time.Duration
 }
 
 type simClockPlan struct {
@@ -452,6 +456,9 @@ func (s *simSchedule) String() string {
 		fmt.Fprintf(&b, "  master %d clock: offset %v, rate %.5f\n", i, c.Offset.Round(time.Microsecond), c.Rate)
 	}
 	fmt.Fprintf(&b, "  links: %v\n", s.Net)
+	if s.Gate > 0 {
+		fmt.Fprintf(&b, "  every client's restart gate: %v\n", s.Gate.Round(time.Microsecond))
+	}
 	for i, c := range s.Clients {
 		fmt.Fprintf(&b, "  client %d: %d worker(s), node timeout %v, backoff %v..%v", i, c.Workers, c.NodeTimeout, c.MinBackoff, c.MaxBackoff)
 		if c.IgnoresCtx {
@@ -636,6 +643,20 @@ func genSchedule(seed uint64) *simSchedule {
 
 	if rng.IntN(20) == 0 {
 		s.breakOne(rng)
+	}
+	// The restart gate, from a stream of its own: a quarter of the
+	// schedules, with the largest TTL plus what the masters' clocks may
+	// differ by. Their empty restarts come back at once (5 to 300 ms),
+	// breaking the delayed-restart rule the gate enforces.
+	grng := rand.New(rand.NewPCG(seed, 0x6a7e_6a7e))
+	if grng.IntN(4) == 0 || *simGatedFlag {
+		s.Gate = maxTTL + s.maxSkew(s.Length+5*time.Second) + 50*time.Millisecond
+		for i, f := range s.Faults {
+			if f.Kind == faultKill && !f.WithData {
+				s.Faults[i].For = uniform(grng, 5*time.Millisecond, 300*time.Millisecond)
+			}
+		}
+		s.Breaks = slices.DeleteFunc(s.Breaks, func(b string) bool { return strings.Contains(b, "restart empty") })
 	}
 	slices.SortStableFunc(s.Faults, func(a, b simFault) int { return int(a.At - b.At) })
 	return s
@@ -906,6 +927,9 @@ func simulate(run *simRun, trace bool) (res simResult) {
 			nodes[mi] = conn
 		}
 		opts := []Option{WithBackoff(cp.MinBackoff, cp.MaxBackoff)}
+		if s.Gate > 0 { // New checks it against its TTL, the calls' default
+			opts = append(opts, WithTTL(s.maxTTL()), WithRestartGate(s.Gate))
+		}
 		if cp.NodeTimeout > 0 {
 			opts = append(opts, WithNodeTimeout(cp.NodeTimeout))
 		}

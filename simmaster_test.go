@@ -41,7 +41,8 @@ type simMaster struct {
 	keys        map[string]*simKey                // the keyspace
 	subs        map[string]map[simSubscriber]bool // subscribers by channel
 	stats       simWakeStats
-	restarted   bool // killed at least once: the end-of-run check excuses its keys
+	restarted   bool  // killed at least once: the end-of-run check excuses its keys
+	startedAt   int64 // on its clock, ns: INFO's uptime counts from it
 	// shimErrs: what a request needed that simredis_test.go does not
 	// simulate; luaErrs: scripts that raised an error (a bug in the script
 	// when nobody changes keys by hand, as in the simulation). Both are
@@ -97,6 +98,8 @@ func newSimMaster(id int, epoch time.Time, offset time.Duration, rate float64) *
 		changed: make(chan struct{}),
 		keys:    map[string]*simKey{},
 		subs:    map[string]map[simSubscriber]bool{},
+		// Up for an hour when the run starts: a restart gate lets it vote.
+		startedAt: epoch.UnixNano() + int64(offset) - int64(time.Hour),
 	}
 }
 
@@ -153,6 +156,7 @@ func (m *simMaster) restart(withData bool) {
 	if !withData {
 		clear(m.keys)
 	}
+	m.startedAt = m.clockLocked()
 	m.setStateLocked(masterUp)
 }
 

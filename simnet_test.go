@@ -253,7 +253,8 @@ func (c *simConn) Exec(ctx context.Context, reqs []*Request) {
 	for i, q := range reqs {
 		f := &flight{
 			req: Request{Op: q.Op, Key: q.Key, Value: q.Value, TTL: q.TTL, Token: q.Token, Owner: q.Owner,
-				Waiter: q.Waiter, Place: q.Place, Hand: q.Hand, Reg: q.Reg, Behind: q.Behind, Queued: q.Queued, Repair: q.Repair},
+				Waiter: q.Waiter, Place: q.Place, Hand: q.Hand, Reg: q.Reg, Behind: q.Behind, Queued: q.Queued, Repair: q.Repair,
+				Gate: q.Gate},
 			op: q.Op, key: q.Key, value: q.Value, owner: q.Owner, ttl: q.TTL, token: q.Token,
 			done: make(chan struct{}), fromClient: c.client, master: c.m.id,
 		}

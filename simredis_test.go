@@ -163,6 +163,7 @@ func init() {
 		"del":           {-2, false, cmdDel},
 		"pexpire":       {-3, false, cmdPexpire},
 		"time":          {1, false, cmdTime},
+		"info":          {-1, false, cmdInfo},
 		"type":          {2, false, cmdType},
 		"hget":          {3, false, cmdHget},
 		"hset":          {-4, false, cmdHset},
@@ -339,6 +340,13 @@ func cmdTime(x *simExec, _ []string) respValue {
 	s := x.now / int64(time.Second)
 	us := x.now % int64(time.Second) / int64(time.Microsecond)
 	return respValue{kind: respArray, arr: []respValue{bulkReply(strconv.FormatInt(s, 10)), bulkReply(strconv.FormatInt(us, 10))}}
+}
+
+// cmdInfo answers INFO with the one field the scripts read: the uptime
+// since the master (re)started, in whole seconds by its clock.
+func cmdInfo(x *simExec, _ []string) respValue {
+	up := (x.now - x.m.startedAt) / int64(time.Second)
+	return bulkReply("# Server\r\nuptime_in_seconds:" + strconv.FormatInt(up, 10) + "\r\n")
 }
 
 func cmdType(x *simExec, a []string) respValue {
@@ -1131,15 +1139,8 @@ func setCmdReply(cmd redis.Cmder, r respValue) error {
 	return nil
 }
 
-// execLocked runs q on the master as the production Node would have it
-// run (m.mu held, master up): the command node.go builds, run on the
-// keyspace (a script in Lua), its reply read by node.go's readReply.
-func (m *simMaster) execLocked(q *Request) {
-	cmd := command(context.Background(), q)
-	if cmd == nil {
-		return // an unknown Op: command failed q
-	}
-	x := simExec{m: m, now: m.clockLocked()}
+// run runs cmd on the keyspace and sets its reply.
+func (x *simExec) run(cmd redis.Cmder) {
 	var r respValue
 	if args, err := cmdArgs(cmd.Args()); err != nil {
 		r = x.shimFail("%v", err)
@@ -1149,7 +1150,28 @@ func (m *simMaster) execLocked(q *Request) {
 	if err := setCmdReply(cmd, r); err != nil && x.shimErr == nil {
 		x.shimErr = err
 	}
+}
+
+// execLocked runs q on the master as the production Node would have it
+// run (m.mu held, master up): the command node.go builds, run on the
+// keyspace (a script in Lua), its reply read by node.go's readReply.
+func (m *simMaster) execLocked(q *Request) {
+	cmd := command(context.Background(), q)
+	if cmd == nil {
+		return // an unknown Op: command failed q
+	}
+	x := simExec{m: m, now: m.clockLocked()}
+	// A gated vote goes behind its gate's question, as the Node pipelines it.
+	var gate *redis.Cmd
+	if gated(q) {
+		gate = gateCommand(context.Background(), q)
+		x.run(gate)
+	}
+	x.run(cmd)
 	readReply(q, cmd)
+	if gate != nil {
+		closeGate(q, gate)
+	}
 	if x.shimErr != nil {
 		if len(m.shimErrs) < maxSimErrs {
 			m.shimErrs = append(m.shimErrs, fmt.Errorf("%v: %w", q.Op, x.shimErr))
