@@ -24,9 +24,9 @@ func newClient(id int, addrs []string, wrap func(i int, n redlock.Node) redlock.
 	c := &client{id: id}
 	nodes := make([]redlock.Node, len(addrs))
 	for i, addr := range addrs {
-		r := masterClient(addr)
+		r, node := masterClient(addr)
 		c.rdb = append(c.rdb, r)
-		nodes[i] = redlock.NewNode(r)
+		nodes[i] = node
 		if wrap != nil {
 			nodes[i] = wrap(i, nodes[i])
 		}
@@ -39,18 +39,26 @@ func newClient(id int, addrs []string, wrap func(i int, n redlock.Node) redlock.
 	return c, nil
 }
 
-// masterClient connects to the master at addr, "host:port" or a Redis
-// Cluster's redis+cluster:// URL ([cluster.Shards]): short timeouts, no
-// retries, as a client under faults should have.
-func masterClient(addr string) redis.UniversalClient {
+// masterClient connects to the master at addr — "host:port", a Redis
+// Cluster's redis+cluster:// URL ([cluster.Shards]) or a Sentinel's
+// redis+sentinel:// URL ([cluster.Sentinels]) — with short timeouts and no
+// retries, as a client under faults should have, and returns its Node too.
+func masterClient(addr string) (redis.UniversalClient, redlock.Node) {
 	const timeout = 200 * time.Millisecond
 	if shards, ok := cluster.ShardAddrs(addr); ok {
-		return redis.NewClusterClient(&redis.ClusterOptions{
+		c := redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: shards, DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
 			ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1, PoolSize: 4, DisableIdentity: true,
 		})
+		return c, redlock.NewNode(c)
 	}
-	return redis.NewClient(&redis.Options{
+	if m, err := redlock.ParseMaster(addr); err == nil && m.Sentinel != nil {
+		o := m.Sentinel
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolSize, o.DisableIdentity = timeout, timeout, timeout, 4, true
+		c := redis.NewFailoverClient(o)
+		return c, redlock.NewFailoverNode(c, o)
+	}
+	c := redis.NewClient(&redis.Options{
 		Addr: addr, DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
 		ContextTimeoutEnabled: true, // the per-node timeout is a context deadline
 		MaxRetries:            -1,   // a retry would hide a fault from the quorum
@@ -58,6 +66,7 @@ func masterClient(addr string) redis.UniversalClient {
 		PoolSize:              4,
 		DisableIdentity:       true,
 	})
+	return c, redlock.NewNode(c)
 }
 
 // close waits for the Redlock's background requests, then closes the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +26,7 @@ type env struct {
 	ttl         time.Duration
 	fencing     bool
 	restartGate time.Duration // the clients' WithRestartGate; 0: off
+	confirm     bool          // the clients take locks WithReplicaConfirm(1)
 	end         time.Time     // the workload runs until then, or until the script is done if later
 	keys        []string
 	rec         *recorder
@@ -53,6 +55,9 @@ func (e *env) lockOpts() []redlock.Option {
 	}
 	if e.restartGate > 0 {
 		opts = append(opts, redlock.WithRestartGate(e.restartGate))
+	}
+	if e.confirm {
+		opts = append(opts, redlock.WithReplicaConfirm(1))
 	}
 	return opts
 }
@@ -192,11 +197,23 @@ func (e *env) leaked(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// servers returns the redis-server addresses of a master: itself, or each
-// shard of a Redis Cluster master.
+// servers returns the redis-server addresses of a master: itself, each
+// shard of a Redis Cluster master, or a Sentinel-managed master's primary
+// (none when its Sentinel does not answer).
 func servers(master string) []string {
 	if shards, ok := cluster.ShardAddrs(master); ok {
 		return shards
+	}
+	if m, err := redlock.ParseMaster(master); err == nil && m.Sentinel != nil {
+		// The primary the Sentinel names now.
+		sc := redis.NewSentinelClient(&redis.Options{Addr: m.Sentinel.SentinelAddrs[0], MaxRetries: 2})
+		defer sc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if a, err := sc.GetMasterAddrByName(ctx, m.Sentinel.MasterName).Result(); err == nil {
+			return []string{net.JoinHostPort(a[0], a[1])}
+		}
+		return nil
 	}
 	return []string{master}
 }

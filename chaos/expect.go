@@ -128,6 +128,7 @@ const (
 	kindKill              = "kill"
 	kindKillMidAcquire    = "kill-mid-acquire"
 	kindKillShard         = "kill-shard"
+	kindFailover          = "failover"
 	kindPause             = "pause"
 	kindPartition         = "partition"
 	kindRestartEmpty      = "restart-empty"

@@ -199,10 +199,16 @@ func Run(ctx context.Context, cfg Config) (_ Report, err error) {
 	defer func() { err = errors.Join(err, cl.Close()) }()
 	for i, sc := range run {
 		on, err := cl, error(nil)
-		if sc.shards > 0 {
+		switch {
+		case sc.shards > 0:
 			on, err = cluster.NewShards(cluster.Options{N: cfg.Nodes}, sc.shards)
 			if err != nil {
 				return rep, fmt.Errorf("chaos: %s: start %d Redis Clusters of %d shards: %w", sc.name, cfg.Nodes, sc.shards, err)
+			}
+		case sc.sentinels:
+			on, err = cluster.NewSentinels(cluster.Options{N: cfg.Nodes})
+			if err != nil {
+				return rep, fmt.Errorf("chaos: %s: start %d Sentinel-managed masters: %w", sc.name, cfg.Nodes, err)
 			}
 		}
 		sr, err := runScenario(ctx, on, cfg, sc, i+1, len(run))
@@ -248,6 +254,7 @@ func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenari
 		rec: rec, res: newResource(rec, sc.fencing), faulted: make([]bool, cfg.Nodes),
 		hold: 4 * time.Millisecond, soak: cfg.Soak,
 	}
+	e.confirm = sc.confirm
 	if sc.gated {
 		e.restartGate = immediateHolderTTLs * cfg.TTL
 		if err := upFor(ctx, cl, e.restartGate); err != nil {

@@ -20,6 +20,8 @@ type scenario struct {
 	extend     bool // extending clients (auto-extend, Extend by hand) join the workload
 	procs      bool // the workload is client processes (redlock exec --fencing around a writer), not goroutines
 	gated      bool // every client takes locks WithRestartGate(the scripted holder's TTL)
+	sentinels  bool // the masters are each a primary, a replica and a Sentinel ([cluster.Sentinels]), started for this scenario
+	confirm    bool // every client takes locks WithReplicaConfirm(1)
 	shards     int  // when > 0, the masters are Redis Clusters of this many shards ([cluster.Shards]), started for this scenario
 
 	// script injects the faults while the workload runs. It plays at least
@@ -123,6 +125,21 @@ var scenarios = []scenario{
 		gated:   true,
 		script:  restartScript(false),
 		want:    []expectation{noOverlap, noUnsafeWrite, availableAfter},
+	},
+	{
+		name:      "failover-without-key",
+		about:     "masters that are each a primary, a replica and a Sentinel (local processes, whatever the backend): a holder takes the key on a bare majority while master 0's replication link is cut, master 0's primary is killed, and the Sentinel promotes the replica, which lacks the key; a second client wins a quorum too: the checker finds the overlap",
+		sentinels: true,
+		script:    failoverScript,
+		want:      []expectation{overlapFound},
+	},
+	{
+		name:      "failover-without-key-confirmed",
+		about:     "the same with every client's votes confirmed by the masters' replicas (WithReplicaConfirm(1)): master 0's vote for the holder never counts, so no bare majority includes it: safe, and available",
+		sentinels: true,
+		confirm:   true,
+		script:    failoverScript,
+		want:      []expectation{noOverlap, noUnsafeWrite, availableAfter},
 	},
 	{
 		name:    "process-minority-kill",
@@ -429,7 +446,7 @@ func shardKill(ctx context.Context, e *env) error {
 	}
 	addrs := e.cl.Addrs()
 	probe := func(i int) error {
-		c := masterClient(addrs[i])
+		c, _ := masterClient(addrs[i])
 		defer c.Close()
 		if err := c.Set(ctx, probes[i], "probe", e.ttl).Err(); err != nil {
 			return fmt.Errorf("master %d: SET %s on a live shard while shard %d was down: %w", i, probes[i], killed[i], err)
@@ -453,5 +470,75 @@ func shardKill(ctx context.Context, e *env) error {
 			return nil
 		}
 	}
+	return nil
+}
+
+// failoverScript cuts master 0's replication link, then gives a
+// scripted holder the first key on a bare majority, masters 0 to Q-1 (the
+// others cut off from it while it acquires, as in restartScript): master
+// 0's primary acknowledges a key its replica never gets. Then that primary
+// is killed and the Sentinel promotes the replica, without the key. The
+// workload resumes; the holder writes until another holder wrote or its
+// validity ends. With confirmation on, master 0's vote never counts while
+// its replica is cut off: the holder gets no bare majority.
+func failoverScript(ctx context.Context, e *env) error {
+	sh, ok := e.cl.(*cluster.Sentinels)
+	if !ok {
+		return fmt.Errorf("failover scenarios need Sentinel-managed masters, not %T", e.cl)
+	}
+	cut := newCutoff()
+	c, err := e.newClient(cut.wrap)
+	if err != nil {
+		return err
+	}
+	if !sleep(ctx, e.warm()) {
+		return nil
+	}
+	others := e.last(e.n - e.quorum)
+	key := e.keys[0]
+	e.gate.Lock()
+	gated := true
+	defer func() {
+		if gated {
+			e.gate.Unlock()
+		}
+	}()
+	f, err := e.inject(kindPartition, []int{0}, "master 0's replication link cut: writes to its primary stop reaching its replica", sh.CutReplica)
+	if err != nil {
+		return err
+	}
+	cut.set(others, true)
+	fc := e.rec.faultBegin(kindPartition, others, "cut off from the scripted holder while it acquires")
+	h := e.acquire(ctx, c, key, 2*e.ttl, redlock.WithTTL(immediateHolderTTLs*e.ttl))
+	e.rec.faultEnd(fc)
+	cut.set(others, false)
+	if h == nil && ctx.Err() == nil && !e.confirm {
+		return fmt.Errorf("the scripted holder could not lock %s on the bare majority", key)
+	}
+	if h != nil {
+		e.write(h)
+	}
+	fo, err := e.inject(kindFailover, []int{0}, "primary killed; the Sentinel promotes the replica, which lacks the key", func(i int) error {
+		return errors.Join(sh.KillPrimary(i), sh.Failover(ctx, i))
+	})
+	e.rec.faultEnd(f)
+	if err != nil {
+		return err
+	}
+	e.rec.faultEnd(fo)
+	e.gate.Unlock()
+	gated = false
+	if h == nil {
+		return nil
+	}
+	step := e.ttl / 20
+	for extra := 3; extra > 0 && time.Until(h.lock.Until()) > step; {
+		if e.res.newerWrote(key, h.id) {
+			extra--
+		}
+		e.write(h)
+		time.Sleep(step)
+	}
+	e.release(h)
 	return nil
 }
