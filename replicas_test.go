@@ -26,17 +26,9 @@ func TestReplicaConfirm(t *testing.T) {
 	for range 3 {
 		// hz 100: the master ends a WAIT whose timeout passed within 10 ms
 		// (100 ms at the default hz 10), inside the node timeout.
-		p, err := redistest.StartServer(redistest.Options{Args: []string{"--hz", "100"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { p.Stop() })
+		p := redistest.StartServerT(t, redistest.Options{Args: []string{"--hz", "100"}})
 		host, port, _ := net.SplitHostPort(p.Addr())
-		r, err := redistest.StartServer(redistest.Options{Args: []string{"--replicaof", host, port}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { r.Stop() })
+		r := redistest.StartServerT(t, redistest.Options{Args: []string{"--replicaof", host, port}})
 		c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true})
 		t.Cleanup(func() { c.Close() })
 		primaries, replicas, nodes = append(primaries, c), append(replicas, r), append(nodes, NewNode(c))

@@ -21,15 +21,7 @@ import (
 // by their names. It starts real servers and fails, never skips, when
 // redis-server is missing.
 func TestSentinelMasters(t *testing.T) {
-	start := func(opts redistest.Options) *redistest.Server {
-		t.Helper()
-		s, err := redistest.StartServer(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Stop() })
-		return s
-	}
+	start := func(opts redistest.Options) *redistest.Server { return redistest.StartServerT(t, opts) }
 	var urls, names []string
 	var primaries []*redistest.Server
 	for _, master := range []string{"m1", "m2"} {
@@ -110,15 +102,7 @@ func TestSentinelMasters(t *testing.T) {
 // What a failover to a replica that lacked the key does is in
 // docs/masters.md ("Sentinel-managed masters").
 func TestSentinelFailoverWhileHeld(t *testing.T) {
-	start := func(opts redistest.Options) *redistest.Server {
-		t.Helper()
-		s, err := redistest.StartServer(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Stop() })
-		return s
-	}
+	start := func(opts redistest.Options) *redistest.Server { return redistest.StartServerT(t, opts) }
 	var urls []string
 	var sentinels []*redis.SentinelClient
 	for _, master := range []string{"m1", "m2", "m3"} {

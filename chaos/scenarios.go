@@ -391,17 +391,7 @@ func restartScript(delayed bool) func(context.Context, *env) error {
 		e.gate.Unlock()
 		gated = false
 
-		// The holder works on: it writes until another holder wrote (then
-		// three more times: stale writes) or its validity is nearly over.
-		step := e.ttl / 20
-		for extra := 3; extra > 0 && time.Until(h.lock.Until()) > step; {
-			if e.res.newerWrote(key, h.id) {
-				extra--
-			}
-			e.write(h)
-			time.Sleep(step)
-		}
-		e.release(h)
+		e.workOn(h, key)
 		if !delayed {
 			return nil
 		}
@@ -531,6 +521,14 @@ func failoverScript(ctx context.Context, e *env) error {
 	if h == nil {
 		return nil
 	}
+	e.workOn(h, key)
+	return nil
+}
+
+// workOn is a scripted holder's work: it writes until another holder wrote
+// (then three more times: stale writes) or its validity is nearly over,
+// then releases.
+func (e *env) workOn(h *holding, key string) {
 	step := e.ttl / 20
 	for extra := 3; extra > 0 && time.Until(h.lock.Until()) > step; {
 		if e.res.newerWrote(key, h.id) {
@@ -540,5 +538,4 @@ func failoverScript(ctx context.Context, e *env) error {
 		time.Sleep(step)
 	}
 	e.release(h)
-	return nil
 }
