@@ -161,6 +161,9 @@ type Request struct {
 	// lock is the lock an OpExtend extends, told when the request fails
 	// (see [Lock.strayed]); nil for the other Ops.
 	lock *Lock
+	// deadline is the request's own, of its phase (the batch's context
+	// carries the latest of its requests'); zero when unknown.
+	deadline time.Time
 }
 
 // boxArgs fills in q's boxed arguments, keeping those already made.
@@ -434,7 +437,7 @@ func (n *redisNode) Exec(ctx context.Context, reqs []*Request) {
 			if waits == nil {
 				waits = make([]*redis.Cmd, len(reqs))
 			}
-			waits[i] = redis.NewCmd(ctx, "wait", q.Replicas, waitTimeout(ctx))
+			waits[i] = redis.NewCmd(ctx, "wait", q.Replicas, waitTimeout(ctx, q))
 			_ = pipe.Process(ctx, waits[i])
 		}
 	}
@@ -461,14 +464,18 @@ func replicated(q *Request) bool { return q.Replicas > 0 && q.Op != OpRelease }
 // shard.
 var errClusterWait = errors.New("replica confirmation (WithReplicaConfirm) is not available on a Redis Cluster master: WAIT would not reach the key's shard")
 
-// waitTimeout is WAIT's timeout in ms: half of what is left of ctx's
-// deadline, at least 1 ms (WAIT 0 would block without end); without a
-// deadline, 1 s. A master ends a WAIT at its next event loop turn after the
-// timeout, up to 1000/hz ms later (100 ms at the default hz 10): the other
-// half is for that and the reply. A WAIT that still ends after the
-// deadline fails the vote as a timeout does.
-func waitTimeout(ctx context.Context) int64 {
-	d, ok := ctx.Deadline()
+// waitTimeout is WAIT's timeout in ms: half of what is left of q's
+// deadline (its phase's; else ctx's, the batch's latest), at least 1 ms
+// (WAIT 0 would block without end); without a deadline, 1 s. A master ends
+// a WAIT at its next event loop turn after the timeout, up to 1000/hz ms
+// later (100 ms at the default hz 10): the other half is for that and the
+// reply. A WAIT that still ends after the deadline fails the vote as a
+// timeout does.
+func waitTimeout(ctx context.Context, q *Request) int64 {
+	d, ok := q.deadline, !q.deadline.IsZero()
+	if !ok {
+		d, ok = ctx.Deadline()
+	}
 	if !ok {
 		return 1000
 	}

@@ -73,6 +73,7 @@ func (r *Redlock) startPhase(ctx context.Context, deadline time.Time, collected 
 		for i := range n {
 			c := &p.calls[k*n+i]
 			c.Request, c.p, c.at = *q, p, k*n+i
+			c.deadline = deadline
 			if q.Waiter != "" && q.Waiter == r.wake.channel {
 				c.Waiter, c.waiter = r.wake.chans[i], r.wake.boxes[i] // see wakeups.chans
 			}
