@@ -10,13 +10,20 @@ import (
 const maxBatch = 1024
 
 // lane is the one way requests reach a master: a first-in first-out queue.
-// Callers push requests and never wait on the lane; one runner goroutine,
-// started when requests arrive and ended when none are left, takes what has
-// queued, passes it to the Node's Exec as one batch, hands each reply back
-// to its phase, and repeats. So a request reaches its master only after every
+// Callers push requests and never wait on the lane; one runner, started when
+// requests arrive and ended when none are left, takes what has queued,
+// passes it to the Node's Exec as one batch, hands each reply back to its
+// phase, and repeats. So a request reaches its master only after every
 // request queued before it has returned or timed out — a release (or
 // rollback, extend, renewal) never overtakes the acquire before it — and
 // that is the only place this ordering is kept.
+//
+// The runner is a goroutine, or for one batch the caller that pushed it
+// (pushRun): at one master a caller waits for its request's reply anyway,
+// and running the batch itself saves two goroutine switches per request.
+// Only a Node that returns by its context's deadline gets such a runner
+// (callerRuns), so the caller still waits no longer than its phase's
+// deadline.
 //
 // A request whose phase's deadline passed before its batch went out is not
 // sent: its reply is the deadline's error. No goroutine outlives the
@@ -24,11 +31,14 @@ const maxBatch = 1024
 type lane struct {
 	node Node
 	run  func() // l.drain, made once so that starting the runner allocates nothing
+	// callerRuns: the Node's Exec returns by its context's deadline (see
+	// pushRun).
+	callerRuns bool
 
 	mu      sync.Mutex // guards queue, spare and running
 	queue   []*call
 	spare   []*call // the previous batch's slice, for reuse
-	running bool    // a runner goroutine is draining the queue
+	running bool    // a runner is draining the queue
 
 	reqs []*Request // the batch being sent; the runner's alone
 }
@@ -36,10 +46,13 @@ type lane struct {
 func newLane(n Node) *lane {
 	l := &lane{node: n}
 	l.run = l.drain
+	if rn, ok := n.(*redisNode); ok {
+		l.callerRuns = rn.keepsDeadlines
+	}
 	return l
 }
 
-// push queues c and starts the runner if none runs.
+// push queues c and starts a runner goroutine if none runs.
 func (l *lane) push(c *call) {
 	l.mu.Lock()
 	l.queue = append(l.queue, c)
@@ -51,39 +64,71 @@ func (l *lane) push(c *call) {
 	}
 }
 
-// drain sends batches until the queue is empty.
-func (l *lane) drain() {
-	for {
-		l.mu.Lock()
-		batch := l.queue
-		if len(batch) == 0 {
-			l.running = false
-			l.mu.Unlock()
-			return
-		}
-		if len(batch) > maxBatch {
-			l.queue = append(l.spare[:0], batch[maxBatch:]...)
-			batch = batch[:maxBatch]
-		} else {
-			l.queue = l.spare[:0]
-		}
-		l.spare = nil
-		l.mu.Unlock()
-
-		l.send(batch)
-		for i, c := range batch {
-			batch[i] = nil
-			c.p.deliver(c)
-		}
-		l.mu.Lock()
-		l.spare = batch[:0]
-		l.mu.Unlock()
+// pushRun queues cs, in order, for a caller that waits for their replies.
+// When no runner runs and the Node keeps deadlines, the caller is the
+// runner for one batch, the one with cs (and whatever other callers queued
+// meanwhile): it sends it, delivers its replies, and leaves what queued
+// after it to a runner goroutine. Otherwise it is push.
+func (l *lane) pushRun(cs []call) {
+	l.mu.Lock()
+	for i := range cs {
+		l.queue = append(l.queue, &cs[i])
+	}
+	idle := !l.running
+	l.running = true
+	l.mu.Unlock()
+	switch {
+	case !idle:
+		return
+	case !l.callerRuns:
+		go l.run()
+		return
+	}
+	l.send(l.take())
+	l.mu.Lock()
+	more := len(l.queue) > 0
+	l.running = more
+	l.mu.Unlock()
+	if more {
+		go l.run()
 	}
 }
 
-// send runs the live requests of batch in one Exec, under the context of the
-// phase with the latest deadline (its values, for tracing hooks, stand for
-// the batch's).
+// drain sends batches until the queue is empty.
+func (l *lane) drain() {
+	for {
+		batch := l.take()
+		if batch == nil {
+			return
+		}
+		l.send(batch)
+	}
+}
+
+// take returns the next batch, or nil (and the lane stops running) when the
+// queue is empty.
+func (l *lane) take() []*call {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	batch := l.queue
+	if len(batch) == 0 {
+		l.running = false
+		return nil
+	}
+	if len(batch) > maxBatch {
+		l.queue = append(l.spare[:0], batch[maxBatch:]...)
+		batch = batch[:maxBatch]
+	} else {
+		l.queue = l.spare[:0]
+	}
+	l.spare = nil
+	return batch
+}
+
+// send runs the live requests of batch in one Exec, under the context of
+// the phase with the latest deadline (its values, for tracing hooks, stand
+// for the batch's), hands each reply to its phase, and keeps batch's slice
+// for reuse.
 func (l *lane) send(batch []*call) {
 	l.reqs = l.reqs[:0]
 	var ctx *phaseCtx
@@ -102,4 +147,11 @@ func (l *lane) send(batch []*call) {
 		l.node.Exec(ctx, l.reqs)
 	}
 	clear(l.reqs)
+	for i, c := range batch {
+		batch[i] = nil
+		c.p.deliver(c)
+	}
+	l.mu.Lock()
+	l.spare = batch[:0]
+	l.mu.Unlock()
 }

@@ -291,6 +291,9 @@ type redisNode struct {
 	// unnamed, when not empty, says why name does not tell this master from
 	// another of its kind, and what would: [New] says so when two collide.
 	unnamed string
+	// keepsDeadlines: c puts its context's deadline on the socket
+	// (ContextTimeoutEnabled), so Exec returns by the deadline (see lane).
+	keepsDeadlines bool
 }
 
 var _ Node = (*redisNode)(nil)
@@ -322,7 +325,22 @@ func NewNode(c redis.UniversalClient) Node {
 		return nil
 	}
 	name, unnamed := clientName(c)
-	return &redisNode{c: c, name: name, unnamed: unnamed}
+	return &redisNode{c: c, name: name, unnamed: unnamed, keepsDeadlines: contextTimeouts(c)}
+}
+
+// contextTimeouts reports whether c was made with ContextTimeoutEnabled: it
+// then bounds every wait (the pool, the dial, the socket) by its context's
+// deadline.
+func contextTimeouts(c redis.UniversalClient) bool {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
 }
 
 // NewFailoverNode returns a Node that talks to the Sentinel-managed master

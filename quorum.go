@@ -48,6 +48,14 @@ func (r *Redlock) startPhase(ctx context.Context, deadline time.Time, collected 
 	if p.calls = p.oneCall[:]; len(reqs)*n > 1 {
 		p.calls = make([]call, len(reqs)*n)
 	}
+	// At one master a collector waits for that master's reply whatever
+	// happens: it may send the requests itself (lane.pushRun), unless its
+	// own context's deadline comes before the phase's. It then notices its
+	// context's cancellation when they are back, by the phase's deadline.
+	callerRuns := collected && n == 1
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		callerRuns = false
+	}
 	if ctx.Done() != nil {
 		ctx = context.WithoutCancel(ctx)
 	}
@@ -78,6 +86,10 @@ func (r *Redlock) startPhase(ctx context.Context, deadline time.Time, collected 
 				c.Waiter, c.waiter = r.wake.chans[i], r.wake.boxes[i] // see wakeups.chans
 			}
 		}
+	}
+	if callerRuns {
+		r.lanes[0].pushRun(p.calls)
+		return p
 	}
 	for i, l := range r.lanes {
 		for k := range reqs {
