@@ -64,25 +64,29 @@ func (l *lane) push(c *call) {
 	}
 }
 
-// pushRun queues cs, in order, for a caller that waits for their replies.
-// When no runner runs and the Node keeps deadlines, the caller is the
-// runner for one batch, the one with cs (and whatever other callers queued
-// meanwhile): it sends it, delivers its replies, and leaves what queued
-// after it to a runner goroutine. Otherwise it is push.
-func (l *lane) pushRun(cs []call) {
+// pushRun queues p's requests (to this lane, p's only master) for a caller
+// that collects p. When no runner runs and the Node keeps deadlines, the
+// caller is the runner for one batch, the one with p's requests (and
+// whatever other callers queued meanwhile): it sends it, delivers its
+// replies, leaves what queued after it to a runner goroutine, and reports
+// true. Otherwise it gives p a channel for its replies and is push.
+func (l *lane) pushRun(p *phase) bool {
 	l.mu.Lock()
-	for i := range cs {
-		l.queue = append(l.queue, &cs[i])
+	run := !l.running && l.callerRuns
+	if !run {
+		p.replies = make(chan int, len(p.calls))
 	}
-	idle := !l.running
+	for i := range p.calls {
+		l.queue = append(l.queue, &p.calls[i])
+	}
+	start := !l.running
 	l.running = true
 	l.mu.Unlock()
-	switch {
-	case !idle:
-		return
-	case !l.callerRuns:
-		go l.run()
-		return
+	if !run {
+		if start {
+			go l.run()
+		}
+		return false
 	}
 	l.send(l.take())
 	l.mu.Lock()
@@ -92,6 +96,7 @@ func (l *lane) pushRun(cs []call) {
 	if more {
 		go l.run()
 	}
+	return true
 }
 
 // drain sends batches until the queue is empty.

@@ -21,8 +21,10 @@ type phase struct {
 	calls []call // key k's request to master i at k*n+i
 
 	// replies carries the indexes of the calls whose reply is in, to
-	// collect; nil when nobody collects (a rollback).
+	// collect; nil when nobody collects (a rollback), or when the collector
+	// sent the requests itself (ran: every reply is in).
 	replies chan int
+	ran     bool
 	pending atomic.Int32  // calls not answered yet
 	tallies []tally       // one per key; collect's alone
 	one     [1]tally      // tallies' array for a single key
@@ -61,7 +63,9 @@ func (r *Redlock) startPhase(ctx context.Context, deadline time.Time, collected 
 	}
 	p.ctx.values, p.ctx.deadline, p.ctx.timers = ctx, deadline, &r.deadlines
 	if collected {
-		p.replies = make(chan int, len(p.calls))
+		if !callerRuns {
+			p.replies = make(chan int, len(p.calls))
+		}
 		p.tallies = p.one[:]
 		if len(reqs) > 1 {
 			p.tallies = make([]tally, len(reqs))
@@ -88,7 +92,7 @@ func (r *Redlock) startPhase(ctx context.Context, deadline time.Time, collected 
 		}
 	}
 	if callerRuns {
-		r.lanes[0].pushRun(p.calls)
+		p.ran = r.lanes[0].pushRun(p)
 		return p
 	}
 	for i, l := range r.lanes {
@@ -126,6 +130,12 @@ func (p *phase) deliver(c *call) {
 // ContextTimeoutEnabled waits for its ReadTimeout).
 func (p *phase) collect(ctx context.Context) error {
 	open := len(p.tallies)
+	if p.ran { // every reply is in
+		for j := range p.calls {
+			p.count(j)
+		}
+		return nil
+	}
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
