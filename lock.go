@@ -325,6 +325,9 @@ func (l *Lock) effLocked(cfg *config) config {
 // request is a request of op for l's key and value.
 func (l *Lock) request(op Op, ttl time.Duration, token uint64) Request {
 	q := Request{Op: op, Key: l.key, Value: l.value, TTL: ttl, Token: token, Owner: l.owner, key: l.boxedKey, value: l.boxedValue}
+	if ttl != 0 && ttl == l.r.cfg.ttl {
+		q.ms = l.r.ttlMS
+	}
 	if op == OpExtend {
 		q.lock = l
 	}

@@ -72,6 +72,9 @@ type Redlock struct {
 
 	cfg   config // defaults from New's options, not yet resolved against a call's
 	clock clock  // the validity arithmetic's (deadlines use the real clock)
+	// ttlMS is cfg.ttl in whole milliseconds as an interface value, made
+	// once for every request that sends the default TTL (see Lock.request).
+	ttlMS any
 	// randN draws the backoff jitter from [0, n): nil in production (the
 	// runtime's generator); the simulation (sim_test.go) sets a seeded one
 	// so that a seed reruns the same pauses. Safe for concurrent use.
@@ -142,6 +145,7 @@ func New(nodes []Node, opts ...Option) (*Redlock, error) {
 		clock:   systemClock{},
 		closing: make(chan struct{}),
 	}
+	r.ttlMS = cfg.ttl.Milliseconds()
 	if cfg.observer != nil {
 		r.obs = *cfg.observer
 	}
