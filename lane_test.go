@@ -2,9 +2,15 @@ package redlock
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock/redlock/internal/faultproxy"
 )
 
 // TestLaneDropsExpiredRequests: a request whose phase's deadline passed
@@ -32,5 +38,53 @@ func TestLaneDropsExpiredRequests(t *testing.T) {
 	settle(r)
 	if vs := holders(t, cs, k2); vs[0] == l2.Value() {
 		t.Fatalf("master 0 got an acquire whose deadline had passed while it waited in the lane: masters hold %q", vs)
+	}
+}
+
+// TestLaneCallerRunsWithinDeadline: at one master the caller sends its own
+// request (lane.pushRun) only through a client that keeps context
+// deadlines; either way it returns by the node timeout when the master does
+// not answer, and the lane keeps working once it answers again.
+func TestLaneCallerRunsWithinDeadline(t *testing.T) {
+	for _, keeps := range []bool{true, false} {
+		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", keeps), func(t *testing.T) {
+			px, err := faultproxy.New(masters.Addrs()[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { px.Close() })
+			c := redis.NewClient(&redis.Options{Addr: px.Addr(), MaxRetries: -1, DialerRetries: 1,
+				DialTimeout: time.Second, ReadTimeout: 500 * time.Millisecond, ContextTimeoutEnabled: keeps})
+			t.Cleanup(func() { c.Close() })
+			r := newRedlock(t, []Node{NewNode(c)}, WithNodeTimeout(50*time.Millisecond))
+			if got := r.lanes[0].callerRuns; got != keeps {
+				t.Fatalf("callerRuns = %v, want %v", got, keeps)
+			}
+			ctx := context.Background()
+			l, err := r.Lock(ctx, testKey(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			px.Blackhole()
+			start := time.Now()
+			if _, err := r.TryLock(ctx, testKey(t)); !errors.Is(err, ErrNotObtained) {
+				t.Fatalf("TryLock on a silent master: %v, want ErrNotObtained", err)
+			}
+			if d := time.Since(start); d > 300*time.Millisecond {
+				t.Fatalf("TryLock on a silent master returned after %v, node timeout 50ms", d)
+			}
+			px.Heal()
+			settle(r)
+			l, err = r.Lock(ctx, testKey(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
