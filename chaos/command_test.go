@@ -132,7 +132,9 @@ func TestCommandSoak(t *testing.T) {
 
 func TestSafeScenarioNames(t *testing.T) {
 	got := strings.Join(SafeScenarioNames(), ",")
-	want := "minority-kill,minority-kill-mid-acquire,minority-pause,minority-partition,subscriptions-drop,majority-kill,process-minority-kill,process-holder-kill,restart-delayed"
+	want := "minority-kill,minority-kill-mid-acquire,minority-pause,minority-partition,shard-kill,subscriptions-drop,majority-kill," +
+		"restart-no-persistence-immediate-gated,restart-no-persistence-immediate-fenced-gated,failover-without-key-confirmed," +
+		"process-minority-kill,process-holder-kill,restart-delayed"
 	if got != want {
 		t.Fatalf("SafeScenarioNames() = %s, want %s", got, want)
 	}
