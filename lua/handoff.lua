@@ -1,8 +1,9 @@
 -- handoff: release.lua for a Lock call that waits, or waited, for the key
--- to be handed to it (handoff.go): delete KEYS[1] while it holds the
--- call's value ARGV[1] or a hand-off to the call, take the call's
--- registrations off the queue, queue it again when asked, and hand the key
--- on to the first call waiting for it, as release.lua does.
+-- (handoff.go), and the one script that queues calls: delete KEYS[1] while
+-- it holds the call's value ARGV[1] or a hand-off to the call, take the
+-- call's registrations off the queue, queue it again when asked, and hand
+-- the key on to the first call waiting for it, as release.lua does. An
+-- owned lock's call sends it with no value ahead of hold.lua's release.
 --
 -- The master reads this script's bytes on every call (it goes with EVAL,
 -- see node.go): the code is kept short, its names too, and the comments
@@ -19,7 +20,8 @@ end
 -- releasing Redlock's channel, pl: the place to queue the call at ('0': it
 -- does not queue again), hd: the call's hand-off value. The call queues as
 -- 'ch|hd|ttl|rg': told, the master sets the key to hd#rg for ttl in this
--- same script, so the call holds it without another request. rg numbers
+-- same script, so the call holds it without another request (ttl 0: the
+-- call is only woken, see handon.lua). rg numbers
 -- the call's registrations; the call counts the lock's validity from the
 -- moment it sent registration rg (it reached this master before the key
 -- was set).

@@ -19,11 +19,11 @@
 --   fence   ARGV: value, token: while the hold is live, raise the counter
 --           to at least token and make token the owner's. Returns 1, or 0.
 --   extend  ARGV: value, ttl ms: reset the hold's expiry while it is live.
---   release ARGV: value, wake-up channel, place in the queue or '0'
---           (KEYS[2]: the key's queue of waiting Redlocks): drop the hold;
---           the key goes with its last hold, and then wakes a waiting
---           Redlock as release.lua does. Returns 1 when the hold was live,
---           plus 2 when a Redlock was woken.
+--   release ARGV: value, wake-up channel (KEYS[2]: the key's queue of
+--           waiting calls): drop the hold; the key goes with its last
+--           hold, and then the first call queued is told as release.lua
+--           does. Returns 1 when the hold was live, plus 2 when a call was
+--           told. (A waiting owned call queues through handoff.lua.)
 --
 -- Numbers are written with %.0f (see acquire_fenced.lua).
 local key, op, value = KEYS[1], ARGV[1], ARGV[2]
@@ -156,19 +156,11 @@ if op == 'release' then
     expire(last)
     freed = last == 0
   end
-  -- Wake-ups, as in release.lua.
-  local channel, woke = ARGV[3], 0
-  if channel ~= '' then
-    redis.pcall('ZREM', KEYS[2], channel)
-  end
+  local woke = 0
   if freed then
     -- The key is gone: as in release.lua, the first call queued is told
     -- (handon.lua), skipping this Redlock's own, which its Unlock wakes.
-    woke = handon(key, KEYS[2], channel)
-  end
-  if ARGV[4] ~= '0' then
-    redis.pcall('ZADD', KEYS[2], ARGV[4], channel)
-    redis.pcall('PEXPIRE', KEYS[2], 60000)
+    woke = handon(key, KEYS[2], ARGV[3])
   end
   if was then
     return 1 + woke
