@@ -125,7 +125,7 @@ type Request struct {
 	// to Value for TTL where Key does not exist, and reports OK then: the
 	// request auto-extend ([WithAutoExtend]) sends after a renewal a
 	// quorum confirmed, so that a lock held on a bare quorum spreads again
-	// to the masters that lost its key (lua/renew.lua). A Node may ignore
+	// to the masters that lost its key (lua/extend.lua). A Node may ignore
 	// it: the extend alone is safe, the lock only stays less robust to a
 	// later fault on a minority.
 	Repair bool
@@ -205,8 +205,6 @@ var (
 	releaseLua string
 	//go:embed lua/extend.lua
 	extendLua string
-	//go:embed lua/renew.lua
-	renewLua string
 	//go:embed lua/acquire_fenced.lua
 	acquireFencedLua string
 	//go:embed lua/raise_fence.lua
@@ -221,7 +219,6 @@ var (
 	// The scripts that can free a key start with the hand-off routine.
 	releaseSrc       any = script(handonLua, releaseLua)
 	extendSrc        any = script(extendLua)
-	renewSrc         any = script(renewLua)
 	acquireFencedSrc any = script(acquireFencedLua)
 	raiseFenceSrc    any = script(raiseFenceLua)
 	holdSrc          any = script(handonLua, holdLua)
@@ -412,10 +409,11 @@ func command(ctx context.Context, q *Request) redis.Cmder {
 	case OpRaiseFence:
 		return redis.NewCmd(ctx, "eval", raiseFenceSrc, 2, key, FenceKey(q.Key), value, q.Token)
 	case OpExtend:
+		repair := 0
 		if q.Repair {
-			return redis.NewCmd(ctx, "eval", renewSrc, 1, key, value, ms)
+			repair = 1
 		}
-		return redis.NewCmd(ctx, "eval", extendSrc, 1, key, value, ms)
+		return redis.NewCmd(ctx, "eval", extendSrc, 1, key, value, ms, repair)
 	case OpRelease:
 		wk, waiter := q.releaseArgs()
 		if q.Hand == "" {
