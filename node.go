@@ -215,20 +215,23 @@ var (
 	handoffLua string
 	//go:embed lua/handon.lua
 	handonLua string
+	//go:embed lua/fence.lua
+	fenceLua string
 
-	// The scripts that can free a key start with the hand-off routine.
+	// The scripts that can free a key start with the hand-off routine;
+	// those that take a fence token, with the counter's steps.
 	releaseSrc       any = script(handonLua, releaseLua)
 	extendSrc        any = script(extendLua)
-	acquireFencedSrc any = script(acquireFencedLua)
+	acquireFencedSrc any = script(fenceLua, acquireFencedLua)
 	raiseFenceSrc    any = script(raiseFenceLua)
-	holdSrc          any = script(handonLua, holdLua)
+	holdSrc          any = script(handonLua, fenceLua, holdLua)
 	handoffSrc       any = script(handonLua, handoffLua)
 )
 
 // script returns Lua files' code, one after the other, without comment
 // lines and indentation: the master hashes every EVAL's script. A routine
 // that several scripts need is a file of its own put in front of each
-// (handon.lua), never a copy.
+// (handon.lua, fence.lua), never a copy.
 //
 // Scripts go to the master with EVAL, never EVALSHA: a master that lost its
 // script cache (a restart, SCRIPT FLUSH) answers EVALSHA with NOSCRIPT, and

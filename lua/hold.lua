@@ -14,8 +14,8 @@
 --           take the key, or add a hold when the owner's holds are live.
 --           Returns 0 when taken by someone else, else 1 (unfenced) or the
 --           owner's fence token: its first hold raises the counter KEYS[2]
---           as acquire_fenced.lua does; later holds get the stored token
---           while it is the counter's value here, else a new one.
+--           (fence.lua); later holds get the stored token while it is the
+--           counter's value here, else a new one.
 --   fence   ARGV: value, token: while the hold is live, raise the counter
 --           to at least token and make token the owner's. Returns 1, or 0.
 --   extend  ARGV: value, ttl ms: reset the hold's expiry while it is live.
@@ -25,7 +25,7 @@
 --           does. Returns 1 when the hold was live, plus 2 when a call was
 --           told. (A waiting owned call queues through handoff.lua.)
 --
--- Numbers are written with %.0f (see acquire_fenced.lua).
+-- Numbers are written with %.0f (see fence.lua).
 local key, op, value = KEYS[1], ARGV[1], ARGV[2]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -69,17 +69,6 @@ local function mine()
   return at and at > now
 end
 
--- counter reads the fence counter, refusing one changed by hand.
-local function counter()
-  local raw = redis.call('GET', KEYS[2])
-  local c = tonumber(raw or '0')
-  if not c or c ~= math.floor(c) or c < 0 or c >= 9007199254740991 then
-    return nil, redis.error_reply('fence counter ' .. KEYS[2] .. ' holds ' .. tostring(raw) ..
-      ', not an integer in [0, 2^53-1): it was changed by hand')
-  end
-  return c
-end
-
 if op == 'enter' then
   local ttl, owner, fenced = tonumber(ARGV[3]), ARGV[4], ARGV[5] == '1'
   local kind = redis.call('TYPE', key).ok
@@ -97,7 +86,7 @@ if op == 'enter' then
   end
   local token = 1
   if fenced then
-    local c, err = counter()
+    local c, err = counter(KEYS[2])
     if not c then
       return err
     end
@@ -107,12 +96,7 @@ if op == 'enter' then
     -- one, above every token handed out here.
     token = tonumber(redis.call('HGET', key, 'fence') or '0')
     if not token or token == 0 or token < c then
-      local tm = redis.call('TIME')
-      token = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-      if c + 1 > token then
-        token = c + 1
-      end
-      redis.call('SET', KEYS[2], string.format('%.0f', token))
+      token = raise(KEYS[2], c)
       redis.call('HSET', key, 'fence', string.format('%.0f', token))
     end
   end
@@ -125,7 +109,7 @@ if op == 'fence' then
   if not mine() then
     return 0
   end
-  local c, err = counter()
+  local c, err = counter(KEYS[2])
   if not c then
     return err
   end
