@@ -29,13 +29,11 @@
 local key, op, value = KEYS[1], ARGV[1], ARGV[2]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local kind = redis.call('TYPE', key).ok
 
--- live drops the holds that expired and returns the latest expiry of those
--- left (0: none), or nil when the key is not an owned key.
+-- live drops the holds that expired from the owned key and returns the
+-- latest expiry of those left (0: none).
 local function live()
-  if redis.call('TYPE', key).ok ~= 'hash' then
-    return nil
-  end
   local f = redis.call('HGETALL', key)
   local last = 0
   for i = 1, #f, 2 do
@@ -62,16 +60,11 @@ end
 
 -- mine reports whether this hold is live (false on a plain key).
 local function mine()
-  if redis.call('TYPE', key).ok ~= 'hash' then
-    return false
-  end
-  local at = tonumber(redis.call('HGET', key, value) or '0')
-  return at and at > now
+  return kind == 'hash' and (tonumber(redis.call('HGET', key, value)) or 0) > now
 end
 
 if op == 'enter' then
   local ttl, owner, fenced = tonumber(ARGV[3]), ARGV[4], ARGV[5] == '1'
-  local kind = redis.call('TYPE', key).ok
   local last = 0
   if kind == 'hash' then
     last = live()
@@ -133,23 +126,18 @@ if op == 'extend' then
 end
 
 if op == 'release' then
-  local was, freed = mine(), false
-  if redis.call('TYPE', key).ok == 'hash' then
+  local was, woke = mine() and 1 or 0, 0
+  if kind == 'hash' then
     redis.call('HDEL', key, value)
     local last = live()
     expire(last)
-    freed = last == 0
+    if last == 0 then
+      -- The key is gone: as in release.lua, the first call queued is told
+      -- (handon.lua), skipping this Redlock's own, which its Unlock wakes.
+      woke = handon(key, KEYS[2], ARGV[3])
+    end
   end
-  local woke = 0
-  if freed then
-    -- The key is gone: as in release.lua, the first call queued is told
-    -- (handon.lua), skipping this Redlock's own, which its Unlock wakes.
-    woke = handon(key, KEYS[2], ARGV[3])
-  end
-  if was then
-    return 1 + woke
-  end
-  return woke
+  return was + woke
 end
 
 return redis.error_reply('hold.lua: unknown step ' .. tostring(op))
