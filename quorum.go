@@ -539,9 +539,9 @@ func (l *Lock) releasing(ctx context.Context, unlock bool, h *handoff) *phase {
 	// The call's queue work rides on the release (handoff.lua), but for an
 	// owned lock: hold.lua keeps none, and it goes in a request of its own
 	// just before.
-	reg, own := &q, Request{Op: OpRelease, Key: l.key, Waiter: q.Waiter}
+	reg := &q
 	if l.owner != "" {
-		reg = &own
+		reg = &Request{Op: OpRelease, Key: l.key, Waiter: q.Waiter}
 	}
 	switch {
 	case q.Waiter == "":
@@ -559,8 +559,8 @@ func (l *Lock) releasing(ctx context.Context, unlock bool, h *handoff) *phase {
 	case l.h != nil:
 		reg.Hand, reg.Queued = l.h.value, l.h.at()
 	}
-	if own.Hand != "" {
-		l.r.startPhase(ctx, deadline, false, own)
+	if reg != &q && reg.Hand != "" {
+		l.r.startPhase(ctx, deadline, false, *reg)
 	}
 	p := l.r.startPhase(ctx, deadline, unlock, q)
 	if unlock {
