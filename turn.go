@@ -32,10 +32,10 @@ type turn struct {
 	ticket   int64    // its place in the masters' queues: when the call started, in µs
 	listen   bool     // the Redlock listened for wake-ups at the last attempt
 
-	backoff time.Duration // the backoff's next step, before jitter
-	pause   time.Duration // how long the next wait lasts at most; 0: try at once
-	step    time.Duration // what a notice from fewer than a quorum cuts a wait to
-	hinted  bool          // such a notice cut a wait of the call short already
+	backoff   time.Duration // the backoff's next step, before jitter
+	pause     time.Duration // how long the next wait lasts at most; 0: try at once
+	step      time.Duration // what a notice from fewer than a quorum cuts a wait to
+	shortened bool          // such a notice cut a wait of the call short already
 }
 
 // handGrace is how long a call that some masters handed the key to (or
@@ -148,8 +148,8 @@ func (t *turn) wait(ctx context.Context) (*Lock, error) {
 		}
 		cut = true
 		d := t.step
-		if !t.hinted {
-			t.hinted, d = true, first
+		if !t.shortened {
+			t.shortened, d = true, first
 		}
 		if d <= 0 {
 			return true
