@@ -8,21 +8,25 @@ import (
 	"time"
 )
 
-// handoff is the registration of a Lock call of a plain lock in the key's
-// queues on the masters: its failed attempts' rollbacks register it with
-// its hand-off value and TTL, and a release that frees the key there sets
-// the key to value#reg in the same script and tells the call (handon.lua).
-// With the key handed to it by a quorum under its latest registration, the
-// call holds the lock without a request of its own, valid from when it sent
-// that registration (regStart). Only the call deletes value#reg, and a
+// handoff is the registration of a waiting Lock call in the key's queues on
+// the masters: its failed attempts' rollbacks register it with its hand-off
+// value and TTL, and a release that frees the key there sets the key to
+// value#reg in the same script and tells the call (handon.lua). With the
+// key handed to it by a quorum under its latest registration, the call
+// holds the lock without a request of its own, valid from when it sent that
+// registration (regStart). Only the call deletes value#reg, and a
 // registration deletes only hand-offs under earlier ones. docs/internals.md
 // ("Wake-ups and hand-offs between processes") gives the argument.
+//
+// A fenced or owned lock's key cannot be handed over (a fenced lock needs
+// its second round; an owned key is a hash): its call registers with TTL 0,
+// and the masters only wake it.
 type handoff struct {
 	r     *Redlock
 	key   string
-	value string // the value the masters hand the key to
-	place int64  // the call's place in the queues
-	ttl   time.Duration
+	value string        // the value the masters hand the key to
+	place int64         // the call's place in the queues
+	ttl   time.Duration // 0: the masters wake the call, not hand it the key
 	wake  chan struct{} // holds at most one pending hand-off notice
 
 	mu          sync.Mutex
@@ -42,20 +46,23 @@ type handoff struct {
 	expiry *time.Timer
 }
 
-// handable reports whether a call with cfg waits for hand-offs: plain
-// locks. Fenced ones need their second round anyway, and owned keys are
-// hashes the masters cannot hand over. Behind a restart gate or replica
-// confirmation a call is woken instead: a hand-off is a master's vote, and
-// the masters hand keys on without asking the gate or the replicas
+// handTTL is the TTL the masters hand a key to a call with cfg for: 0 for
+// the calls they only wake. Fenced and owned locks: their key cannot be
+// handed (a second round; a hash). Behind a restart gate or replica
+// confirmation: a hand-off is a master's vote, and the masters hand keys on
+// without asking the gate or the replicas
 // (TestRestartGateNoHandOffFromGatedMaster); the attempt a wake-up starts
 // asks them.
-func handable(cfg *config) bool {
-	return cfg.owner == "" && !cfg.fencing && cfg.gate == 0 && cfg.replicas == 0
+func handTTL(cfg *config) time.Duration {
+	if cfg.owner != "" || cfg.fencing || cfg.gate > 0 || cfg.replicas > 0 {
+		return 0
+	}
+	return cfg.ttl
 }
 
-func (w *wakeups) newHandoff(key string, place int64, ttl time.Duration) *handoff {
+func (w *wakeups) newHandoff(key string, place int64, cfg *config) *handoff {
 	n := len(w.r.nodes)
-	h := &handoff{r: w.r, key: key, value: newValue(), place: place, ttl: ttl,
+	h := &handoff{r: w.r, key: key, value: newValue(), place: place, ttl: handTTL(cfg),
 		wake: make(chan struct{}, 1), seen: make([]bool, n)}
 	w.handsMu.Lock()
 	defer w.handsMu.Unlock()
@@ -136,17 +143,18 @@ func (h *handoff) handed(reg uint64, i int) bool {
 // take returns the lock the call holds when a quorum of masters handed it
 // the key under its latest registration with more than the minimum
 // validity left; nil otherwise. partial reports that fewer than a quorum
-// did; stale that a quorum did, under a registration too old to leave the
-// minimum validity (the call must register again, which its next attempt's
-// rollback does: the key is then handed to it afresh).
-func (h *handoff) take(cfg *config) (l *Lock, partial, stale bool) {
+// did; now that the call should try now: a quorum woke it (ttl 0), or
+// handed it the key under a registration too old to leave the minimum
+// validity (it must register again, which its next attempt's rollback
+// does: the key is then handed to it afresh).
+func (h *handoff) take(cfg *config) (l *Lock, partial, now bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.counting || h.count < h.r.quorum {
 		return nil, h.counting && h.count > 0, false
 	}
 	until, _, valid := cfg.deadline(h.regStart, h.r.clock.Now())
-	if !valid {
+	if !valid || h.ttl == 0 {
 		return nil, false, true
 	}
 	l = &Lock{r: h.r, key: h.key, value: handValue(h.value, h.reg), cfg: *cfg, ttl: cfg.ttl,
@@ -218,8 +226,9 @@ func (w *wakeups) forgetLocked(h *handoff) {
 	}
 }
 
-// handedTo is a hand-off from master i: payload is "hand|reg|key".
-func (w *wakeups) handedTo(payload string, i int) {
+// handedTo is a hand-off from master i (or a wake-up, when woke): payload
+// is "hand|reg|key".
+func (w *wakeups) handedTo(payload string, i int, woke bool) {
 	hand, rest, ok := strings.Cut(payload, "|")
 	if !ok {
 		return
@@ -233,7 +242,7 @@ func (w *wakeups) handedTo(payload string, i int) {
 	h := w.hands[hand]
 	kept := h != nil && h.key == key && h.handed(reg, i)
 	w.handsMu.Unlock()
-	if kept {
+	if kept || woke {
 		return
 	}
 	// Nobody takes it: release it at once (and hand it to the next call),
@@ -427,7 +436,7 @@ func (w *wakeups) behind(key string, cfg *config) (h *handoff, wait bool) {
 			m.h.stale.Stop()
 			m.h.stale = nil
 		}
-		if handable(cfg) && m.h.ttl == cfg.ttl {
+		if m.h.ttl == handTTL(cfg) {
 			return m.h, true
 		}
 		w.dropLocked(m.h, true)

@@ -97,24 +97,24 @@ type Request struct {
 	// value; the others only need it set.
 	Owner string
 	// Waiter, on OpRelease, is the releasing Redlock's wake-up channel on
-	// this master: the release takes it off Key's queue of waiting calls
-	// ([WaitKey]) and, when Place is not 0, queues it again at Place
-	// (smaller first), so that a release of Key that frees it wakes the
-	// first one queued (or hands it the key, see Hand). Empty: no wake-ups.
-	// A Node that cannot deliver wake-ups may ignore Waiter, Place, Hand,
-	// Reg and Behind, and leave Woke false.
+	// this master: a release that frees Key tells the first Lock call
+	// queued in Key's queue of waiting calls ([WaitKey]), skipping
+	// Waiter's own. Empty: no wake-ups. A Node that cannot deliver wake-ups
+	// may ignore Waiter, Place, Hand, Reg, Behind and Queued, and leave
+	// Woke false.
 	Waiter string
-	Place  int64
 	// Hand, on OpRelease, is the hand-off value of the Lock call that sends
-	// it, when the call waits for the key to be handed to it (see
-	// [handoff]): the release also deletes Key where it was handed to the
-	// call (Key holds Hand, "#" and a registration number; with Reg not 0,
-	// one below Reg), and takes the call's registrations (Waiter, Hand, at
-	// Place) off the queue. With Reg not 0 it registers the call again as
-	// Reg: a release that frees Key then sets it to Hand#Reg for TTL and
-	// tells the call. Empty: the request is not a hand-off call's.
-	Hand string
-	Reg  uint64
+	// it, when the call waits (see [handoff]): the release also deletes Key
+	// where it was handed to the call (Key holds Hand, "#" and a
+	// registration number; with Reg not 0, one below Reg), and takes the
+	// call's registrations (Waiter, Hand, at Queued) off the queue. With Reg
+	// and Place not 0 it registers the call again as Reg at Place (smaller
+	// first): a release that frees Key then sets it to Hand#Reg for TTL
+	// and tells the call, or with TTL 0 (fenced and owned locks) only
+	// tells it. Empty: the request is not a waiting call's.
+	Hand  string
+	Reg   uint64
+	Place int64
 	// Behind, with Hand and Reg (an Unlock), registers the call again only
 	// behind the call the release handed Key to, when it did: Woke says so.
 	Behind bool
@@ -126,7 +126,7 @@ type Request struct {
 	// to Value for TTL where Key does not exist, and reports OK then: the
 	// request auto-extend ([WithAutoExtend]) sends after a renewal a
 	// quorum confirmed, so that a lock held on a bare quorum spreads again
-	// to the masters that lost its key (lua/renew.lua). A Node may ignore
+	// to the masters that lost its key (lua/extend.lua). A Node may ignore
 	// it: the extend alone is safe, the lock only stays less robust to a
 	// later fault on a minority.
 	Repair bool
@@ -154,10 +154,10 @@ type Request struct {
 	// Key, Value and TTL in milliseconds as interface values, made once for
 	// every master's command of a phase (see boxArgs); nil: not yet.
 	key, value, ms any
-	// OpRelease: WaitKey(Key), Waiter and Place, boxed the same way;
-	// waitFor is the Key waitKey was made from.
-	waitKey, waiter, place any
-	waitFor                string
+	// OpRelease: WaitKey(Key) and Waiter, boxed the same way; waitFor is
+	// the Key waitKey was made from.
+	waitKey, waiter any
+	waitFor         string
 	// lock is the lock an OpExtend extends, told when the request fails
 	// (see [Lock.strayed]); nil for the other Ops.
 	lock *Lock
@@ -178,22 +178,18 @@ func (q *Request) boxArgs() {
 		q.ms = q.TTL.Milliseconds()
 	}
 	if q.Op == OpRelease && q.waitKey == nil {
-		q.waitKey, q.waiter, q.place, q.waitFor = WaitKey(q.Key), q.Waiter, q.Place, q.Key
+		q.waitKey, q.waiter, q.waitFor = WaitKey(q.Key), q.Waiter, q.Key
 	}
 }
 
-// releaseArgs returns q's wait key, Waiter and Place as interface values:
-// those boxArgs made while they still hold q's fields, else new ones.
-func (q *Request) releaseArgs() (waitKey, waiter, place any) {
-	waitKey, waiter, place = q.waitKey, q.waiter, q.place
+// releaseArgs returns q's wait key and Waiter as interface values: those
+// boxArgs made while they still hold q's fields, else new ones.
+func (q *Request) releaseArgs() (waitKey, waiter any) {
+	waitKey, waiter = q.waitKey, q.waiter
 	if _, ok := waitKey.(string); !ok || q.waitFor != q.Key {
 		waitKey = WaitKey(q.Key)
 	}
-	waiter = boxed(waiter, q.Waiter)
-	if p, ok := place.(int64); !ok || p != q.Place {
-		place = q.Place
-	}
-	return waitKey, waiter, place
+	return waitKey, boxed(waiter, q.Waiter)
 }
 
 // FenceKey is the name of the fence counter kept on each master next to key:
@@ -235,8 +231,6 @@ var (
 	releaseLua string
 	//go:embed lua/extend.lua
 	extendLua string
-	//go:embed lua/renew.lua
-	renewLua string
 	//go:embed lua/acquire_fenced.lua
 	acquireFencedLua string
 	//go:embed lua/raise_fence.lua
@@ -247,16 +241,18 @@ var (
 	handoffLua string
 	//go:embed lua/handon.lua
 	handonLua string
+	//go:embed lua/fence.lua
+	fenceLua string
 	//go:embed lua/gate.lua
 	gateLua string
 
-	// The scripts that can free a key start with the hand-off routine.
+	// The scripts that can free a key start with the hand-off routine;
+	// those that take a fence token, with the counter's steps.
 	releaseSrc       any = script(handonLua, releaseLua)
 	extendSrc        any = script(extendLua)
-	renewSrc         any = script(renewLua)
-	acquireFencedSrc any = script(acquireFencedLua)
+	acquireFencedSrc any = script(fenceLua, acquireFencedLua)
 	raiseFenceSrc    any = script(raiseFenceLua)
-	holdSrc          any = script(handonLua, holdLua)
+	holdSrc          any = script(handonLua, fenceLua, holdLua)
 	handoffSrc       any = script(handonLua, handoffLua)
 	gateSrc          any = script(gateLua)
 )
@@ -264,7 +260,7 @@ var (
 // script returns Lua files' code, one after the other, without comment
 // lines and indentation: the master hashes every EVAL's script. A routine
 // that several scripts need is a file of its own put in front of each
-// (handon.lua), never a copy.
+// (handon.lua, fence.lua), never a copy.
 //
 // Scripts go to the master with EVAL, never EVALSHA: a master that lost its
 // script cache (a restart, SCRIPT FLUSH) answers EVALSHA with NOSCRIPT, and
@@ -558,20 +554,21 @@ func command(ctx context.Context, q *Request) redis.Cmder {
 	case OpRaiseFence:
 		return redis.NewCmd(ctx, "eval", raiseFenceSrc, 2, key, FenceKey(q.Key), value, q.Token)
 	case OpExtend:
+		repair := 0
 		if q.Repair {
-			return redis.NewCmd(ctx, "eval", renewSrc, 1, key, value, ms)
+			repair = 1
 		}
-		return redis.NewCmd(ctx, "eval", extendSrc, 1, key, value, ms)
+		return redis.NewCmd(ctx, "eval", extendSrc, 1, key, value, ms, repair)
 	case OpRelease:
-		wk, waiter, place := q.releaseArgs()
+		wk, waiter := q.releaseArgs()
 		if q.Hand == "" {
-			return redis.NewCmd(ctx, "eval", releaseSrc, 2, key, wk, value, waiter, place)
+			return redis.NewCmd(ctx, "eval", releaseSrc, 2, key, wk, value, waiter)
 		}
 		behind := 0
 		if q.Behind {
 			behind = 1
 		}
-		return redis.NewCmd(ctx, "eval", handoffSrc, 2, key, wk, value, waiter, place, q.Hand, q.Reg, q.TTL.Milliseconds(), behind, q.Queued)
+		return redis.NewCmd(ctx, "eval", handoffSrc, 2, key, wk, value, waiter, q.Place, q.Hand, q.Reg, q.TTL.Milliseconds(), behind, q.Queued)
 	}
 	return unknownOp(q)
 }
@@ -588,8 +585,8 @@ func holdCommand(ctx context.Context, q *Request, key, value, ms any) redis.Cmde
 	case OpExtend:
 		return redis.NewCmd(ctx, "eval", holdSrc, 1, key, "extend", value, ms)
 	case OpRelease:
-		wk, waiter, place := q.releaseArgs()
-		return redis.NewCmd(ctx, "eval", holdSrc, 2, key, wk, "release", value, waiter, place)
+		wk, waiter := q.releaseArgs()
+		return redis.NewCmd(ctx, "eval", holdSrc, 2, key, wk, "release", value, waiter)
 	}
 	return unknownOp(q)
 }

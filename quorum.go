@@ -420,10 +420,9 @@ func (t *tally) error(op, key string) *QuorumError {
 // may retry a SET whose first try landed and see its retry refused by our
 // own value, and a SET that timed out may have landed.
 //
-// With place not 0, the rollback also queues this Redlock at place for the
-// key's next release (see [wakeups]); with h not nil, it queues the call for
-// a hand-off (see [handoff]).
-func (r *Redlock) acquire(ctx context.Context, key string, cfg *config, place int64, h *handoff) (*Lock, error) {
+// With h not nil, the rollback also queues the call for the key's next
+// release (see [handoff]).
+func (r *Redlock) acquire(ctx context.Context, key string, cfg *config, h *handoff) (*Lock, error) {
 	h.attempting()
 	start := r.clock.Now()
 	op := OpAcquire
@@ -443,14 +442,14 @@ func (r *Redlock) acquire(ctx context.Context, key string, cfg *config, place in
 	ctxErr := p.collect(ctx)
 	t := &p.tallies[0]
 	if ctxErr != nil || !t.won() {
-		l.rollback(ctx, place, h)
+		l.rollback(ctx, h)
 		err := joinCtx(t.error(opAcquire, key), ctxErr)
 		r.attempted(ctx, p, key, cfg, start, nil, err)
 		return nil, err
 	}
 	until, left, valid := cfg.deadline(start, r.clock.Now())
 	if !valid {
-		l.rollback(ctx, place, h)
+		l.rollback(ctx, h)
 		qe := t.error(opAcquire, key)
 		qe.Late, qe.Validity = true, left
 		r.attempted(ctx, p, key, cfg, start, nil, qe)
@@ -459,7 +458,7 @@ func (r *Redlock) acquire(ctx context.Context, key string, cfg *config, place in
 	l.until = until
 	if cfg.fencing {
 		if err := l.confirmFence(ctx, t.token); err != nil {
-			l.rollback(ctx, place, h)
+			l.rollback(ctx, h)
 			r.attempted(ctx, p, key, cfg, start, nil, err)
 			return nil, err
 		}
@@ -543,62 +542,54 @@ func (l *Lock) deadlineLocked(now, by time.Time, nodeTimeout time.Duration) (tim
 // acquires queue behind the release on every lane, so they find every master
 // released. A rollback is not collected: the keys expire anyway.
 //
-// Every release also takes this Redlock off the key's queue of waiting
-// Redlocks on the masters, and wakes the next one when it frees the key; a
-// rollback with queue puts this Redlock back at the end (see [wakeups]).
+// A release that frees the key tells the next Lock call queued on the
+// masters; one of a lock that came from a waiting call also takes that
+// call's registrations off (see [handoff]).
 func (l *Lock) release(ctx context.Context, unlock bool) *phase {
-	return l.releasing(ctx, unlock, 0, nil)
+	return l.releasing(ctx, unlock, nil)
 }
 
-// rollback undoes a failed attempt (see release), queueing this Redlock at
-// place for the key's wake-ups unless place is 0, or the call h for a
-// hand-off when h is not nil.
-func (l *Lock) rollback(ctx context.Context, place int64, h *handoff) {
-	l.releasing(ctx, false, place, h)
+// rollback undoes a failed attempt (see release), and registers the call h
+// for the key's next release when h is not nil.
+func (l *Lock) rollback(ctx context.Context, h *handoff) {
+	l.releasing(ctx, false, h)
 }
 
-func (l *Lock) releasing(ctx context.Context, unlock bool, place int64, h *handoff) *phase {
+func (l *Lock) releasing(ctx context.Context, unlock bool, h *handoff) *phase {
 	deadline, _ := l.nextDeadline(time.Time{})
 	q := l.request(OpRelease, 0, 0)
 	q.Waiter, _ = l.r.wake.name()
+	// The call's queue work rides on the release (handoff.lua), but for an
+	// owned lock: hold.lua keeps none, and it goes in a request of its own
+	// just before.
+	reg := &q
+	if l.owner != "" {
+		reg = &Request{Op: OpRelease, Key: l.key, Waiter: q.Waiter}
+	}
 	switch {
 	case q.Waiter == "":
-	case h != nil && place != 0:
-		q.Hand, q.TTL = h.value, h.ttl
-		q.Place = h.at()
-		q.Queued = q.Place
-		q.Reg = h.register(deadline) // before any master can hand under it
-	case unlock && l.h != nil:
+	case h != nil:
+		reg.Hand, reg.TTL = h.value, h.ttl
+		reg.Place = h.at()
+		reg.Queued = reg.Place
+		reg.Reg = h.register(deadline) // before any master can hand under it
+	case unlock && l.h != nil && l.h.ttl > 0:
 		// Queue again behind the call the key is handed to, if it is.
 		q.Hand, q.TTL, q.Behind = l.h.value, l.h.ttl, true
 		q.Queued, q.Place = l.h.at(), time.Now().UnixMicro()
 		q.Reg = l.r.wake.stay(l.h, q.Place, deadline, l.cfg.maxBackoff)
 		l.stayReg = q.Reg
 	case l.h != nil:
-		q.Hand, q.Queued = l.h.value, l.h.at()
-	default:
-		q.Place = place
+		reg.Hand, reg.Queued = l.h.value, l.h.at()
+	}
+	if reg != &q && reg.Hand != "" {
+		l.r.startPhase(ctx, deadline, false, *reg)
 	}
 	p := l.r.startPhase(ctx, deadline, unlock, q)
 	if unlock {
 		l.r.waiters.wake(l.key)
 	}
 	return p
-}
-
-// unqueue takes this Redlock off key's queue of waiting Redlocks on every
-// master, in the background: its last goroutine waiting for key gave up.
-func (r *Redlock) unqueue(key string, nodeTimeout time.Duration) {
-	channel, _ := r.wake.name()
-	if channel == "" || r.closed.Load() {
-		return
-	}
-	if nodeTimeout <= 0 {
-		nodeTimeout = DefaultNodeTimeout
-	}
-	// Value "" is no holder's: the release deletes nothing.
-	r.startPhase(context.Background(), time.Now().Add(nodeTimeout), false,
-		Request{Op: OpRelease, Key: key, Waiter: channel})
 }
 
 // errNoReply is the failure of a master that had not answered when its

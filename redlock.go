@@ -249,7 +249,7 @@ func (r *Redlock) TryLock(ctx context.Context, key string, opts ...Option) (l *L
 		ctx, c = r.startCall(ctx, CallTryLock, key)
 		defer func() { r.endCall(ctx, c, 1, l, err) }()
 	}
-	return r.acquire(ctx, key, &cfg, 0, nil)
+	return r.acquire(ctx, key, &cfg, nil)
 }
 
 // Do acquires the lock on key (waiting and retrying as [Redlock.Lock] does),

@@ -98,7 +98,7 @@ func show(v any) string {
 }
 
 // released reads the release scripts' reply: bit 1 when the key (or the
-// hold) was ours and is gone, bit 2 when the release woke a waiting Redlock.
+// hold) was ours and is gone, bit 2 when the release told a waiting call.
 func released(v any, err error) (ok, woke bool, _ error) {
 	n, err := scriptInt(v, err)
 	if err != nil {

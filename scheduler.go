@@ -377,11 +377,11 @@ func (s *scheduler) spreadAfter(p *phase, sent []*Lock, js []int) {
 // spreadLocked follows a renewal of l that a quorum of masters holding its
 // value confirmed while some master refused (l.mu held, and r.sched.mu, with
 // no Extend of l running): it sets the key to l's value for l's TTL on the
-// masters where the key is gone (restarted
-// empty, or freed by a contender that won it in a split acquire and rolled
-// back), and extends it again where it is l's (lua/renew.lua). Without it
-// a lock taken on a bare quorum stays on those masters, and a fault on any
-// one of them loses it while a majority is healthy.
+// masters where the key is gone (restarted empty, or freed by a contender
+// that won it in a split acquire and rolled back), and extends it again
+// where it is l's (lua/extend.lua with its renew flag). Without it a lock
+// taken on a bare quorum stays on those masters, and a fault on any one of
+// them loses it while a majority is healthy.
 //
 // Nothing waits for it or counts it: a master it set counts at the next
 // renewal, which finds l's value there. So a renewal still succeeds only

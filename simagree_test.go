@@ -300,8 +300,8 @@ func (r simRecorder) deliver(channel, payload string) {
 }
 
 // TestSimMasterQueuesAgreeWithRedis runs random releases that use the
-// key's queue — plain releases that queue or wake, hand-off registrations
-// (various Reg, Place, Behind), Unlocks and give-ups of hand-off calls,
+// key's queue — plain releases, registrations for a hand-off or a wake-up
+// (various Reg, Place, Behind, TTL), Unlocks and give-ups of hand-off calls,
 // owned releases — with subscribers coming and going, on a real
 // redis-server and on a simMaster, and checks that they answer alike (OK,
 // Woke), publish the same messages to the same channels, and hold the
@@ -400,17 +400,19 @@ func TestSimMasterQueuesAgreeWithRedis(t *testing.T) {
 			q = Request{Op: OpAcquire, Key: key, Value: pick([]string{"v1", "v2"}), Owner: pick(owners), TTL: time.Duration(5+rng.IntN(5)) * time.Second}
 		case x < 30:
 			kind = "owned release"
-			q.Value, q.Owner, q.Place = pick([]string{"v1", "v2"}), pick(owners), places[rng.IntN(len(places))]
+			q.Value, q.Owner = pick([]string{"v1", "v2"}), pick(owners)
 		case x < 45:
 			kind = "release"
 			q.Value = pick([]string{"v1", "v2", "", "h1#1", "h2#2", "h3#1"})
-			q.Place = places[rng.IntN(len(places))]
 		case x < 75:
 			kind = "registration"
 			q.Value = pick([]string{"v1", "v2", "x"})
 			q.Hand, q.Reg = pick(hands), uint64(1+rng.IntN(4))
 			q.Place = places[1+rng.IntN(len(places)-1)]
 			q.TTL = time.Duration(5+rng.IntN(5)) * time.Second
+			if rng.IntN(3) == 0 {
+				q.TTL = 0 // a fenced or owned lock's call: woken, not handed the key
+			}
 			q.Queued = q.Place
 			if rng.IntN(4) == 0 {
 				q.Place = 0 // a rollback that does not queue again

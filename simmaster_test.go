@@ -174,7 +174,7 @@ func (m *simMaster) jump(d time.Duration) {
 func (m *simMaster) applyLocked(q *Request, c *simConn) {
 	m.onScriptGoroutine(func() { m.execLocked(q) })
 	if k := m.keys[q.Key]; q.OK && q.Op == OpExtend && q.Repair && k != nil && k.kind == kindString && k.setBy == nil {
-		k.setBy = c // set by lua/renew.lua: released as an acquired key is
+		k.setBy = c // set by extend.lua's renew: released as an acquired key is
 	}
 	if q.OK && (q.Op == OpAcquire || q.Op == OpAcquireFenced) {
 		k := m.keys[q.Key]

@@ -8,18 +8,17 @@ import (
 // turn is one Lock call's place while it waits for a key, and everything
 // that can end the wait: its place among this process's goroutines waiting
 // for the key ([waiters]), its registration in the key's queues on the
-// masters (a [handoff], plain locks), the wake-ups and hand-offs those bring,
-// and its backoff timer. Lock asks it one thing at a time — wait (it returns
+// masters (a [handoff]), the hand-offs or wake-ups that brings, and its
+// backoff timer. Lock asks it one thing at a time — wait (it returns
 // the lock when the key was handed over, why to stop, or nothing: try now),
 // attempt, and after a refused attempt, refused — and ends it with end, on
 // every way the call ends.
 //
 // A waiting call's attempts are paced by its backoff whatever the masters
-// tell it: a local Unlock, a quorum of masters' wake-ups, or a hand-off by a
-// quorum act at once; a notice from fewer masters (a partial hand-off, or a
-// wake-up hint: the others may still hold the key for someone else) cuts
-// the call's first such wait short, and later ones only to the backoff's
-// current step.
+// tell it: a local Unlock, or a hand-off or wake-up by a quorum act at once;
+// one from fewer masters (the others may still hold the key for someone
+// else) cuts the call's first such wait short, and later ones only to the
+// backoff's current step.
 //
 // A turn belongs to one Lock call's goroutine: it needs no lock.
 type turn struct {
@@ -29,19 +28,19 @@ type turn struct {
 
 	w        *waiter  // its place in this process's queue for key; nil until it queues
 	released uint64   // the count of local releases of key before the first attempt (see waiters.join)
-	h        *handoff // its registration for hand-offs (plain locks); nil until the first one
+	h        *handoff // its registration on the masters; nil until the first one
 	ticket   int64    // its place in the masters' queues: when the call started, in µs
-	remote   bool     // its attempts queued this Redlock on the masters
 	listen   bool     // the Redlock listened for wake-ups at the last attempt
 
-	backoff time.Duration // the backoff's next step, before jitter
-	pause   time.Duration // how long the next wait lasts at most; 0: try at once
-	step    time.Duration // what a notice from fewer than a quorum cuts a wait to
-	hinted  bool          // such a notice cut a wait of the call short already
+	backoff   time.Duration // the backoff's next step, before jitter
+	pause     time.Duration // how long the next wait lasts at most; 0: try at once
+	step      time.Duration // what a notice from fewer than a quorum cuts a wait to
+	shortened bool          // such a notice cut a wait of the call short already
 }
 
-// handGrace is how long a call that some masters handed the key to waits
-// for a quorum of them before it makes an attempt, the first time.
+// handGrace is how long a call that some masters handed the key to (or
+// woke) waits for a quorum of them before it makes an attempt, the first
+// time.
 const handGrace = 5 * time.Millisecond
 
 // openTurn opens t, the place of a Lock call for key with cfg. Before its first
@@ -60,7 +59,7 @@ func (r *Redlock) openTurn(t *turn, ctx context.Context, key string, cfg *config
 	case h != nil:
 		// The Unlock queued this call behind the next holder on the
 		// masters already (see [wakeups.stay]).
-		t.h, t.ticket, t.remote = h, h.place, true
+		t.h, t.ticket = h, h.place
 		t.w, _ = r.waiters.join(key, released)
 		t.pause = r.jitter(cfg.maxBackoff)
 	case queued && cfg.owner == "":
@@ -77,15 +76,10 @@ func (r *Redlock) openTurn(t *turn, ctx context.Context, key string, cfg *config
 		if !listening {
 			break
 		}
-		q := Request{Op: OpRelease, Key: key, Waiter: channel, Place: t.ticket}
 		deadline := time.Now().Add(cfg.nodeTimeout)
-		if handable(cfg) {
-			t.h = r.wake.newHandoff(key, t.ticket, cfg.ttl)
-			q.Hand, q.TTL, q.Queued = t.h.value, cfg.ttl, t.ticket
-			q.Reg = t.h.register(deadline)
-		}
-		r.startPhase(context.WithoutCancel(ctx), deadline, false, q)
-		t.remote = true
+		t.h = r.wake.newHandoff(key, t.ticket, cfg)
+		r.startPhase(context.WithoutCancel(ctx), deadline, false, Request{Op: OpRelease, Key: key,
+			Waiter: channel, Hand: t.h.value, TTL: t.h.ttl, Place: t.ticket, Queued: t.ticket, Reg: t.h.register(deadline)})
 		t.w, _ = r.waiters.join(key, released)
 		t.pause = r.jitter(cfg.maxBackoff)
 	}
@@ -94,14 +88,10 @@ func (r *Redlock) openTurn(t *turn, ctx context.Context, key string, cfg *config
 // attempt makes one acquire attempt for the call. Once the Redlock listens
 // for wake-ups, its rollback queues the call on the masters.
 func (t *turn) attempt(ctx context.Context) (*Lock, error) {
-	var place int64
-	if _, t.listen = t.r.wake.name(); t.listen {
-		place, t.remote = t.ticket, true
-		if t.h == nil && handable(t.cfg) {
-			t.h = t.r.wake.newHandoff(t.key, t.ticket, t.cfg.ttl)
-		}
+	if _, t.listen = t.r.wake.name(); t.listen && t.h == nil {
+		t.h = t.r.wake.newHandoff(t.key, t.ticket, t.cfg)
 	}
-	return t.r.acquire(ctx, t.key, t.cfg, place, t.h)
+	return t.r.acquire(ctx, t.key, t.cfg, t.h)
 }
 
 // refused readies the next wait after a refused attempt: none when the key
@@ -124,23 +114,23 @@ func (t *turn) refused(ctx context.Context) {
 	}
 	t.step = t.r.jitter(t.backoff)
 	t.pause = t.r.waiters.pause(t.key, t.w, t.step, t.cfg.maxBackoff)
-	if t.h.registered() {
+	if t.h.registered() && t.h.ttl > 0 {
 		t.pause = t.r.jitter(t.cfg.maxBackoff) // the key comes by hand-off: the timer covers a lost one
 	}
 	t.backoff = max(min(t.backoff, t.cfg.maxBackoff/2)*2, t.cfg.minBackoff) // no overflow, whatever the bounds
 }
 
 // wait waits for the call's turn: up to its pause, for a local wake-up, or
-// for the key to be handed to it. It returns the lock when a quorum of
+// for the masters to hand it the key (or wake it). It returns the lock when a quorum of
 // masters handed it the key, else why the call must stop (ctx's error, or
 // ErrClosed), else nil: try now.
 func (t *turn) wait(ctx context.Context) (*Lock, error) {
 	if t.pause == 0 {
 		return nil, nil
 	}
-	var wake, hint, hand <-chan struct{}
+	var wake, hand <-chan struct{}
 	if t.w != nil {
-		wake, hint = t.w.wake, t.w.hint
+		wake = t.w.wake
 	}
 	if t.h != nil {
 		hand = t.h.wake
@@ -158,8 +148,8 @@ func (t *turn) wait(ctx context.Context) (*Lock, error) {
 		}
 		cut = true
 		d := t.step
-		if !t.hinted {
-			t.hinted, d = true, first
+		if !t.shortened {
+			t.shortened, d = true, first
 		}
 		if d <= 0 {
 			return true
@@ -173,22 +163,16 @@ func (t *turn) wait(ctx context.Context) (*Lock, error) {
 		select {
 		case <-wake:
 		case <-timer.C:
-		case <-hint:
-			// Fewer than a quorum of masters freed the key (their grace
-			// passed): the others may hold it for someone else.
-			if !short(0) {
-				continue
-			}
 		case <-hand:
-			l, partial, stale := t.h.take(t.cfg)
+			l, partial, now := t.h.take(t.cfg)
 			switch {
 			case l != nil:
 				t.r.handed(ctx, t.h, l, t.cfg)
 				return l, nil
-			case stale, t.h.retried():
-				// Handed under a registration too old to leave the minimum
-				// validity, or hand-offs may never come (see poke): the
-				// attempt's rollback registers again.
+			case now, t.h.retried():
+				// Woken by a quorum, handed under a registration too old to
+				// leave the minimum validity, or hand-offs may never come
+				// (see poke): the attempt's rollback registers again.
 				return nil, nil
 			case partial:
 				// Fewer than a quorum: the others' word may come with the
@@ -224,8 +208,8 @@ func (t *turn) end(held *Lock) {
 			t.r.unhand(t.h, t.cfg.nodeTimeout)
 		}
 	}
-	if t.w != nil && t.r.waiters.leave(t.key, t.w) && t.remote && held == nil {
-		t.r.unqueue(t.key, t.cfg.nodeTimeout) // the last local waiter gave up
+	if t.w != nil {
+		t.r.waiters.leave(t.key, t.w)
 	}
 }
 

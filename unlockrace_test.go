@@ -11,8 +11,8 @@ import (
 // TestNoRenewalAfterUnlock: locks unlocked around their renewal leave no
 // key behind. Their keys are gone from two of five masters, so each
 // renewal that succeeds is followed by one that puts the key back there
-// (spreadLocked, lua/renew.lua): it must never reach a master after the
-// Unlock's release.
+// (spreadLocked, lua/extend.lua with its renew flag): it must never reach a
+// master after the Unlock's release.
 func TestNoRenewalAfterUnlock(t *testing.T) {
 	const ttl = 600 * time.Millisecond
 	const n = 400

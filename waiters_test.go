@@ -72,23 +72,6 @@ func TestWaitersLeavePassesWakeOn(t *testing.T) {
 	}
 }
 
-// A head that gives up passes its pending hint (too few masters freed the
-// key) on too: the next head's turn paces it, rather than sleeping its
-// backoff with the hint lost. (Found by review.)
-func TestWaitersLeavePassesHintOn(t *testing.T) {
-	var ws waiters
-	a, _ := ws.join("k", 0)
-	b, _ := ws.join("k", 0)
-	a.hint <- struct{}{} // as wakeFreed gives the head
-	ws.leave("k", a)
-	select {
-	case <-b.hint:
-	default:
-		t.Fatal("the hint of the head that left was lost")
-	}
-	ws.leave("k", b)
-}
-
 // A release while a not-yet-queued caller's attempt is out finds no one to
 // wake; the caller learns of it when it joins, if it is the head.
 func TestWaitersJoinSeesMissedRelease(t *testing.T) {

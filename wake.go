@@ -178,19 +178,11 @@ func (w *wakeups) start(ctx context.Context, key string, timeout time.Duration) 
 	}
 }
 
-// message is a word from master i on this Redlock's channel: "w" and a
-// key freed there (a wake-up), or "h" and a hand-off (see [handoff]).
+// message is a word from master i on this Redlock's channel: "h" and a
+// hand-off, or "w" and a wake-up (see [handoff]).
 func (w *wakeups) message(payload string, i int) {
-	switch {
-	case strings.HasPrefix(payload, "w"):
-		// Nobody may wait for the key here any more: the slower masters'
-		// word for a release the others already woke a waiter for, say.
-		// Taking this Redlock off the queue then could undo its next call's
-		// queueing, so it stays: its own release or the call that gave up
-		// takes it off.
-		w.r.waiters.wakeFrom(payload[1:], i, len(w.subs), w.r.quorum, wakeGrace)
-	case strings.HasPrefix(payload, "h"):
-		w.handedTo(payload[1:], i)
+	if strings.HasPrefix(payload, "h") || strings.HasPrefix(payload, "w") {
+		w.handedTo(payload[1:], i, payload[0] == 'w')
 	}
 }
 
@@ -217,10 +209,6 @@ func (w *wakeups) report(ctx context.Context, key string, errs []error, took tim
 	}
 	w.r.obs.Phase(ctx, e)
 }
-
-// wakeGrace is how long a waiter told by some masters that the key was
-// freed waits for a quorum of them before it tries anyway.
-const wakeGrace = 2 * time.Millisecond
 
 var errNoWakeups = errors.New("redlock: no master delivers wake-ups; waiting goroutines retry with their backoff")
 

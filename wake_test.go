@@ -147,32 +147,39 @@ func merge(chs []<-chan obtained) <-chan obtained {
 }
 
 // TestWakeSkipsWaitersGone: a Redlock whose waiter gave up, one that was
-// closed while it waited, and one whose process died (its channel still
-// queued, nobody listening) are not woken in place of one still waiting.
+// closed while it waited, and one whose process died (an entry still
+// queued, nobody listening) are not woken, or handed the key, in place of
+// one still waiting: plain locks (handed the key) and fenced ones (woken).
 func TestWakeSkipsWaitersGone(t *testing.T) {
-	for _, gone := range []string{"gave up", "closed", "died"} {
+	for _, gone := range []string{"gave up", "closed", "died", "gave up/fenced", "closed/fenced", "died/fenced"} {
+		var opts []Option
+		if strings.HasSuffix(gone, "/fenced") {
+			opts = append(opts, WithFencing())
+		}
 		t.Run(gone, func(t *testing.T) {
 			holder := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
 			key := testKey(t)
-			l := mustLock(t, holder, key)
+			l := mustLock(t, holder, key, opts...)
 			first := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
 			fctx, stop := context.WithCancel(context.Background())
 			defer stop()
-			quit := lockAsync(t, fctx, first, key, WithBackoff(3*time.Second, 3*time.Second))
+			quit := lockAsync(t, fctx, first, key, append(opts, WithBackoff(3*time.Second, 3*time.Second))...)
 			waitQueued(t, first, key)
 			time.Sleep(50 * time.Millisecond) // queued on the masters
 			second := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
-			got := lockAsync(t, context.Background(), second, key, WithBackoff(3*time.Second, 3*time.Second))
+			got := lockAsync(t, context.Background(), second, key, append(opts, WithBackoff(3*time.Second, 3*time.Second))...)
 			waitQueued(t, second, key)
-			switch gone {
+			switch strings.TrimSuffix(gone, "/fenced") {
 			case "gave up":
 				stop()
 			case "closed":
 				first.Close()
 			case "died":
-				// Queue a channel nobody listens on ahead of second.
+				// Queue entries nobody listens on ahead of second: a
+				// registration, and a malformed entry.
 				for _, c := range clients(t, masters.Addrs()) {
-					if err := c.ZAdd(context.Background(), WaitKey(key), redis.Z{Score: 1, Member: "redlock:wake:died"}).Err(); err != nil {
+					if err := c.ZAdd(context.Background(), WaitKey(key), redis.Z{Score: 1, Member: "redlock:wake:died|h|0|1"},
+						redis.Z{Score: 1, Member: "redlock:wake:died"}).Err(); err != nil {
 						t.Fatal(err)
 					}
 				}

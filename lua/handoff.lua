@@ -1,8 +1,9 @@
 -- handoff: release.lua for a Lock call that waits, or waited, for the key
--- to be handed to it (handoff.go): delete KEYS[1] while it holds the
--- call's value ARGV[1] or a hand-off to the call, take the call's
--- registrations off the queue, queue it again when asked, and hand the key
--- on to the first call waiting for it, as release.lua does.
+-- (handoff.go), and the one script that queues calls: delete KEYS[1] while
+-- it holds the call's value ARGV[1] or a hand-off to the call, take the
+-- call's registrations off the queue, queue it again when asked, and hand
+-- the key on to the first call waiting for it, as release.lua does. An
+-- owned lock's call sends it with no value ahead of hold.lua's release.
 --
 -- The master reads this script's bytes on every call (it goes with EVAL,
 -- see node.go): the code is kept short, its names too, and the comments
@@ -15,14 +16,14 @@ local v = P('GET', k)
 if type(v) == 'table' and v.err and not v.err:find('WRONGTYPE', 1, true) then
   return v
 end
--- q: the key's queue of waiting Lock calls (see release.lua). ch: the
+-- q: the key's queue of waiting Lock calls (see handon.lua). ch: the
 -- releasing Redlock's channel, pl: the place to queue the call at ('0': it
 -- does not queue again), hd: the call's hand-off value. The call queues as
 -- 'ch|hd|ttl|rg': told, the master sets the key to hd#rg for ttl in this
--- same script, so the call holds it without another request. rg numbers
--- the call's registrations; the call counts the lock's validity from the
--- moment it sent registration rg (it reached this master before the key
--- was set).
+-- same script, so the call holds it without another request (ttl 0: the
+-- call is only woken). rg numbers the call's registrations; the call
+-- counts the lock's validity from the moment it sent registration rg (it
+-- reached this master before the key was set).
 --
 -- The call's releases (rollbacks, Unlock, give-up) also delete hand-offs
 -- to it; a registration (rg not 0) only those under earlier ones, so that
@@ -37,8 +38,6 @@ if v == ARGV[1] or type(v) == 'string' and v:sub(1, #hd + 1) == hd .. '#'
     and (rg == 0 or (tonumber(v:sub(#hd + 2)) or rg) < rg) then
   n = redis.call('DEL', k)
 end
-local rq = pl ~= '0' and rg ~= 0
-local bh = rq and ARGV[7] == '1'
 -- Only registrations up to rg are taken off: one that lands late must not
 -- take off (and then hold the key for) a later one; it does not queue then.
 -- The call's registrations are all at its place ARGV[8] (an Unlock moves
@@ -55,8 +54,8 @@ for _, m in ipairs(P('ZRANGEBYSCORE', q, ARGV[8], ARGV[8])) do
   end
 end
 me = me .. ttl .. '|' .. rg
-rq = rq and not newer
-bh = bh and not newer
+local rq = pl ~= '0' and rg ~= 0 and not newer
+local bh = rq and ARGV[7] == '1'
 -- again: this call queues again. A call that queues while the key is free
 -- (its holder released it after the call's attempt was refused) would wait
 -- for a release that does not come: it queues before the hand-off below
@@ -64,7 +63,7 @@ bh = bh and not newer
 -- release deleted a hand-off to it (under a registration too old to use).
 -- A call whose rollback freed its own attempt's key queues after the
 -- hand-off: the key goes to the next call, or stays free for its holder's
--- renewals to spread to (renew.lua), rather than straight back to a call
+-- renewals to spread to (extend.lua's renew), rather than straight back to a call
 -- that could not take it. The hand-off is handon.lua's; it skips the
 -- releasing Redlock's calls unless this one queues again.
 local again, woke = rq and not bh, 0
@@ -73,11 +72,7 @@ if first then
   P('ZADD', q, pl, me)
 end
 if n == 1 or v == false and first then
-  local skip = ch
-  if again then
-    skip = nil -- no entry is skipped
-  end
-  woke = handon(k, q, skip)
+  woke = handon(k, q, not again and ch or nil) -- again: no entry is skipped
 end
 if bh and woke == 2 or again and not first then
   P('ZADD', q, pl, me)

@@ -3,34 +3,29 @@
 --
 -- handon(k, q, skip) is called once key k was freed on this master. q is
 -- the key's queue of waiting Lock calls, a sorted set by place (the time
--- the call started, so that every master keeps them in the same order).
--- The first entry not of channel skip (nil: none skipped) is told, at
--- most 8 looked at:
---   - a Redlock's channel (a fenced or owned lock's waiting calls): it is
---     woken ('w' and the key) and stays queued until its own release;
---   - 'channel|hand|ttl|reg' (a plain lock's waiting call): the key is set
---     to hand#reg for ttl ms in this same script, the entry goes, and the
---     call is told ('h' hand|reg|key): it holds the key without a request.
+-- the call started, so that every master keeps them in the same order) of
+-- entries 'channel|hand|ttl|reg' (handoff.lua). The first entry not of
+-- channel skip (nil: none skipped) is told, at most 8 looked at, and goes:
+--   - ttl not 0 (a plain lock's call): the key is set to hand#reg for ttl
+--     ms in this same script and the call told ('h' hand|reg|key): it
+--     holds the key without a request;
+--   - ttl 0 (a fenced or owned lock's call: its key cannot be handed): the
+--     call is woken ('w' hand|reg|key).
 -- An entry nobody listens to any more (its process died) is dropped, and
 -- the next one told. Returns 2 when someone was told, else 0.
 local P = redis.pcall
 local function handon(k, q, skip)
   for _, m in ipairs(P('ZRANGE', q, 0, 7)) do
     local c, h, t, r = m:match('^([^|]*)|([^|]+)|(%d+)|(%d+)$')
-    c = c or m
-    if c ~= skip then
-      local msg, ok = 'w' .. k, true
-      if h then
-        msg = 'h' .. h .. '|' .. r .. '|' .. k
-        ok = P('SET', k, h .. '#' .. r, 'PX', t).ok == 'OK'
+    if not c or c ~= skip then
+      P('ZREM', q, m)
+      local msg, ok = 'w', c
+      if t ~= '0' then
+        msg, ok = 'h', c and P('SET', k, h .. '#' .. r, 'PX', t).ok == 'OK'
       end
-      ok = ok and (tonumber(P('PUBLISH', c, msg)) or 0) > 0
-      if h or not ok then
-        P('ZREM', q, m)
-      end
-      if ok then
+      if ok and (tonumber(P('PUBLISH', c, msg .. h .. '|' .. r .. '|' .. k)) or 0) > 0 then
         return 2
-      elseif h then
+      elseif ok and msg == 'h' then
         P('DEL', k)
       end
     end

@@ -14,28 +14,26 @@
 --           take the key, or add a hold when the owner's holds are live.
 --           Returns 0 when taken by someone else, else 1 (unfenced) or the
 --           owner's fence token: its first hold raises the counter KEYS[2]
---           as acquire_fenced.lua does; later holds get the stored token
---           while it is the counter's value here, else a new one.
+--           (fence.lua); later holds get the stored token while it is the
+--           counter's value here, else a new one.
 --   fence   ARGV: value, token: while the hold is live, raise the counter
 --           to at least token and make token the owner's. Returns 1, or 0.
 --   extend  ARGV: value, ttl ms: reset the hold's expiry while it is live.
---   release ARGV: value, wake-up channel, place in the queue or '0'
---           (KEYS[2]: the key's queue of waiting Redlocks): drop the hold;
---           the key goes with its last hold, and then wakes a waiting
---           Redlock as release.lua does. Returns 1 when the hold was live,
---           plus 2 when a Redlock was woken.
+--   release ARGV: value, wake-up channel (KEYS[2]: the key's queue of
+--           waiting calls): drop the hold; the key goes with its last
+--           hold, and then the first call queued is told as release.lua
+--           does. Returns 1 when the hold was live, plus 2 when a call was
+--           told. (A waiting owned call queues through handoff.lua.)
 --
--- Numbers are written with %.0f (see acquire_fenced.lua).
+-- Numbers are written with %.0f (see fence.lua).
 local key, op, value = KEYS[1], ARGV[1], ARGV[2]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local kind = redis.call('TYPE', key).ok
 
--- live drops the holds that expired and returns the latest expiry of those
--- left (0: none), or nil when the key is not an owned key.
+-- live drops the holds that expired from the owned key and returns the
+-- latest expiry of those left (0: none).
 local function live()
-  if redis.call('TYPE', key).ok ~= 'hash' then
-    return nil
-  end
   local f = redis.call('HGETALL', key)
   local last = 0
   for i = 1, #f, 2 do
@@ -62,27 +60,11 @@ end
 
 -- mine reports whether this hold is live (false on a plain key).
 local function mine()
-  if redis.call('TYPE', key).ok ~= 'hash' then
-    return false
-  end
-  local at = tonumber(redis.call('HGET', key, value) or '0')
-  return at and at > now
-end
-
--- counter reads the fence counter, refusing one changed by hand.
-local function counter()
-  local raw = redis.call('GET', KEYS[2])
-  local c = tonumber(raw or '0')
-  if not c or c ~= math.floor(c) or c < 0 or c >= 9007199254740991 then
-    return nil, redis.error_reply('fence counter ' .. KEYS[2] .. ' holds ' .. tostring(raw) ..
-      ', not an integer in [0, 2^53-1): it was changed by hand')
-  end
-  return c
+  return kind == 'hash' and (tonumber(redis.call('HGET', key, value)) or 0) > now
 end
 
 if op == 'enter' then
   local ttl, owner, fenced = tonumber(ARGV[3]), ARGV[4], ARGV[5] == '1'
-  local kind = redis.call('TYPE', key).ok
   local last = 0
   if kind == 'hash' then
     last = live()
@@ -97,7 +79,7 @@ if op == 'enter' then
   end
   local token = 1
   if fenced then
-    local c, err = counter()
+    local c, err = counter(KEYS[2])
     if not c then
       return err
     end
@@ -107,12 +89,7 @@ if op == 'enter' then
     -- one, above every token handed out here.
     token = tonumber(redis.call('HGET', key, 'fence') or '0')
     if not token or token == 0 or token < c then
-      local tm = redis.call('TIME')
-      token = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-      if c + 1 > token then
-        token = c + 1
-      end
-      redis.call('SET', KEYS[2], string.format('%.0f', token))
+      token = raise(KEYS[2], c)
       redis.call('HSET', key, 'fence', string.format('%.0f', token))
     end
   end
@@ -125,7 +102,7 @@ if op == 'fence' then
   if not mine() then
     return 0
   end
-  local c, err = counter()
+  local c, err = counter(KEYS[2])
   if not c then
     return err
   end
@@ -149,31 +126,18 @@ if op == 'extend' then
 end
 
 if op == 'release' then
-  local was, freed = mine(), false
-  if redis.call('TYPE', key).ok == 'hash' then
+  local was, woke = mine() and 1 or 0, 0
+  if kind == 'hash' then
     redis.call('HDEL', key, value)
     local last = live()
     expire(last)
-    freed = last == 0
+    if last == 0 then
+      -- The key is gone: as in release.lua, the first call queued is told
+      -- (handon.lua), skipping this Redlock's own, which its Unlock wakes.
+      woke = handon(key, KEYS[2], ARGV[3])
+    end
   end
-  -- Wake-ups, as in release.lua.
-  local channel, woke = ARGV[3], 0
-  if channel ~= '' then
-    redis.pcall('ZREM', KEYS[2], channel)
-  end
-  if freed then
-    -- The key is gone: as in release.lua, the first call queued is told
-    -- (handon.lua), skipping this Redlock's own, which its Unlock wakes.
-    woke = handon(key, KEYS[2], channel)
-  end
-  if ARGV[4] ~= '0' then
-    redis.pcall('ZADD', KEYS[2], ARGV[4], channel)
-    redis.pcall('PEXPIRE', KEYS[2], 60000)
-  end
-  if was then
-    return 1 + woke
-  end
-  return woke
+  return was + woke
 end
 
 return redis.error_reply('hold.lua: unknown step ' .. tostring(op))
