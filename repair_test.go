@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redlock/redlock/internal/redistest"
 )
 
@@ -17,16 +19,9 @@ import (
 // on a minority (one master of that quorum among them) does not lose it:
 // three of the five masters are healthy and hold its value throughout.
 func TestAutoExtendSurvivesMinorityAfterBareQuorum(t *testing.T) {
-	const ttl = time.Second
-	c := redistest.StartT(t, 5, redistest.Options{})
-	cs := clients(t, c.Addrs())
-	r := newRedlock(t, nodesOf(t, cs), WithNodeTimeout(100*time.Millisecond))
-	ctx := context.Background()
-	key := testKey(t)
-	l, err := r.Lock(ctx, key, WithTTL(ttl), WithAutoExtend())
-	if err != nil {
-		t.Fatal(err)
-	}
+	const ttl = repairTTL
+	c, cs, l := autoExtendedOnFive(t)
+	ctx, key := context.Background(), l.Key()
 	// Masters 3 and 4 restart empty: the lock is now on 0, 1, 2 alone.
 	for _, s := range c.Servers[3:] {
 		if err := s.Restart(false); err != nil {
@@ -65,16 +60,9 @@ func TestAutoExtendSurvivesMinorityAfterBareQuorum(t *testing.T) {
 // keeps that value, and with too few masters left holding the lock's value
 // the lock is lost as before.
 func TestAutoExtendRepairsOnlyFreeMasters(t *testing.T) {
-	const ttl = time.Second
-	c := redistest.StartT(t, 5, redistest.Options{})
-	cs := clients(t, c.Addrs())
-	r := newRedlock(t, nodesOf(t, cs), WithNodeTimeout(100*time.Millisecond))
-	ctx := context.Background()
-	key := testKey(t)
-	l, err := r.Lock(ctx, key, WithTTL(ttl), WithAutoExtend())
-	if err != nil {
-		t.Fatal(err)
-	}
+	const ttl = repairTTL
+	c, cs, l := autoExtendedOnFive(t)
+	ctx, key := context.Background(), l.Key()
 	// Masters 3 and 4 lose the key and another value takes it there.
 	for i, s := range c.Servers[3:] {
 		if err := s.Restart(false); err != nil {
@@ -115,4 +103,21 @@ func TestSimSpreadAfterExtend(t *testing.T) {
 			t.Fatalf("seed 84009693132816:\n  %s", strings.Join(res.violations, "\n  "))
 		}
 	}
+}
+
+// repairTTL is the TTL of autoExtendedOnFive's lock.
+const repairTTL = time.Second
+
+// autoExtendedOnFive starts five masters of the test's own and takes an
+// auto-extended lock on them, with the TTL repairTTL.
+func autoExtendedOnFive(t *testing.T) (*redistest.Cluster, []*redis.Client, *Lock) {
+	t.Helper()
+	c := redistest.StartT(t, 5, redistest.Options{})
+	cs := clients(t, c.Addrs())
+	r := newRedlock(t, nodesOf(t, cs), WithNodeTimeout(100*time.Millisecond))
+	l, err := r.Lock(context.Background(), testKey(t), WithTTL(repairTTL), WithAutoExtend())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, cs, l
 }

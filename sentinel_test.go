@@ -105,6 +105,7 @@ func TestSentinelFailoverWhileHeld(t *testing.T) {
 	start := func(opts redistest.Options) *redistest.Server { return redistest.StartServerT(t, opts) }
 	var urls []string
 	var sentinels []*redis.SentinelClient
+	var sentinelAddrs []string
 	for _, master := range []string{"m1", "m2", "m3"} {
 		p := start(redistest.Options{})
 		host, port, _ := net.SplitHostPort(p.Addr())
@@ -113,7 +114,7 @@ func TestSentinelFailoverWhileHeld(t *testing.T) {
 		urls = append(urls, "redis+sentinel://"+s.Addr()+"?master_name="+master)
 		sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr()})
 		t.Cleanup(func() { sc.Close() })
-		sentinels = append(sentinels, sc)
+		sentinels, sentinelAddrs = append(sentinels, sc), append(sentinelAddrs, s.Addr())
 	}
 	ctx := context.Background()
 	primary := func(i int) string {
@@ -125,16 +126,11 @@ func TestSentinelFailoverWhileHeld(t *testing.T) {
 		return net.JoinHostPort(a[0], a[1])
 	}
 	// A failover needs the Sentinel to have found the replica.
-	for i, sc := range sentinels {
-		name := fmt.Sprintf("m%d", i+1)
-		for end := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			rs, err := sc.Replicas(ctx, name).Result()
-			if err == nil && len(rs) > 0 && rs[0]["flags"] == "slave" && rs[0]["master-link-status"] == "ok" {
-				break
-			}
-			if time.Now().After(end) {
-				t.Fatalf("the Sentinel of %s found no replica in 20 s: %v, %v", name, rs, err)
-			}
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for i, a := range sentinelAddrs {
+		if err := redistest.WaitReplicaKnown(wctx, a, fmt.Sprintf("m%d", i+1)); err != nil {
+			t.Fatal(err)
 		}
 	}
 

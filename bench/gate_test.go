@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"strconv"
 	"testing"
 	"time"
 
@@ -31,19 +30,9 @@ func BenchmarkLockUnlockGated(b *testing.B) {
 func waitUp(b *testing.B, addrs []string, d time.Duration) {
 	b.Helper()
 	for _, a := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: a})
-		for {
-			info, err := c.InfoMap(context.Background(), "server").Result()
-			if err != nil {
-				c.Close()
-				b.Fatalf("INFO server on %s: %v", a, err)
-			}
-			if up, _ := strconv.Atoi(info["Server"]["uptime_in_seconds"]); time.Duration(up)*time.Second >= d {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
+		if err := redistest.WaitUp(context.Background(), a, d); err != nil {
+			b.Fatal(err)
 		}
-		c.Close()
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock/redlock"
 	"github.com/redlock/redlock/chaos/cluster"
+	"github.com/redlock/redlock/internal/redistest"
 )
 
 // env is one scenario's world: the masters, the recorder, the resource,
@@ -301,28 +301,9 @@ func reset(ctx context.Context, cl cluster.Cluster) error {
 func upFor(ctx context.Context, cl cluster.Cluster, d time.Duration) error {
 	for i, master := range cl.Addrs() {
 		for _, addr := range servers(master) {
-			r := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 2, DisableIdentity: true})
-			for {
-				info, err := r.InfoMap(ctx, "server").Result()
-				if err != nil {
-					r.Close()
-					return fmt.Errorf("master %d (%s): INFO server: %w", i, addr, err)
-				}
-				up, err := strconv.Atoi(info["Server"]["uptime_in_seconds"])
-				if err != nil {
-					r.Close()
-					return fmt.Errorf("master %d (%s): uptime_in_seconds: %w", i, addr, err)
-				}
-				// Whole seconds: one more than d's to be sure.
-				if time.Duration(up)*time.Second >= d+time.Second {
-					break
-				}
-				if !sleep(ctx, 200*time.Millisecond) {
-					r.Close()
-					return ctx.Err()
-				}
+			if err := redistest.WaitUp(ctx, addr, d); err != nil {
+				return fmt.Errorf("master %d: %w", i, err)
 			}
-			r.Close()
 		}
 	}
 	return nil

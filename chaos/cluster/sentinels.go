@@ -89,19 +89,10 @@ func startSentinelSet(name string) (*sentinelSet, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	sc := redis.NewSentinelClient(&redis.Options{Addr: set.sentinel.Addr(), MaxRetries: -1})
-	defer sc.Close()
-	for {
-		rs, err := sc.Replicas(ctx, name).Result()
-		if err == nil && len(rs) > 0 && rs[0]["flags"] == "slave" && rs[0]["master-link-status"] == "ok" {
-			return set, nil
-		}
-		select {
-		case <-ctx.Done():
-			return set, fmt.Errorf("cluster: the Sentinel of %s found no replica in 20 s (last: %v, %v)", name, rs, err)
-		case <-time.After(50 * time.Millisecond):
-		}
+	if err := redistest.WaitReplicaKnown(ctx, set.sentinel.Addr(), name); err != nil {
+		return set, fmt.Errorf("cluster: %w", err)
 	}
+	return set, nil
 }
 
 // Addrs returns each master's redis+sentinel:// URL.
