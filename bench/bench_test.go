@@ -213,14 +213,17 @@ func contended(b *testing.B, l lib) {
 }
 
 // BenchmarkDistinctKeys is 64 goroutines, each locking and unlocking a key of
-// its own over 5 masters. It reports locks per second.
+// its own over 5 masters. It reports locks per second, and the CPU time per
+// lock of this process and of the masters (they share this machine's cores,
+// so together they bound the throughput).
 func BenchmarkDistinctKeys(b *testing.B) {
-	b.Run("lib=redlock/nodes=5", func(b *testing.B) { distinct(b, newRedlock(b, newClients(b, addrs(5)))) })
-	b.Run("lib=redsync/nodes=5", func(b *testing.B) { distinct(b, newRedsync(newClients(b, addrs(5)))) })
+	b.Run("lib=redlock/nodes=5", func(b *testing.B) { distinct(b, newRedlock(b, newClients(b, addrs(5))), addrs(5)) })
+	b.Run("lib=redsync/nodes=5", func(b *testing.B) { distinct(b, newRedsync(newClients(b, addrs(5))), addrs(5)) })
 }
 
-func distinct(b *testing.B, l lib) {
+func distinct(b *testing.B, l lib, masters []string) {
 	ctx := context.Background()
+	cpu := newCPUMeter(b, masters)
 	prefix := newKey(b)
 	var seq atomic.Int64
 	b.SetParallelism((parallelKeys + 1) / max(1, runtimeProcs()))
@@ -241,6 +244,7 @@ func distinct(b *testing.B, l lib) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "locks/s")
+	cpu.report(b)
 }
 
 // BenchmarkSlowMaster is BenchmarkLockUnlock over 5 masters, one of which is

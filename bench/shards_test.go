@@ -22,18 +22,20 @@ import (
 // has a core of its own.
 func BenchmarkDistinctKeysShards(b *testing.B) {
 	b.Run("lib=redlock/nodes=3/master=redis", func(b *testing.B) {
-		distinct(b, newRedlock(b, newClients(b, addrs(3))))
+		distinct(b, newRedlock(b, newClients(b, addrs(3))), addrs(3))
 	})
 	for _, shards := range []int{1, 3} {
 		nodes := make([]redlock.Node, 3)
+		var shardAddrs []string
 		for i := range nodes {
 			rc := redistest.StartRedisClusterT(b, shards, redistest.Options{Args: []string{"--save", ""}})
+			shardAddrs = append(shardAddrs, rc.Addrs()...)
 			c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs(), ContextTimeoutEnabled: true})
 			b.Cleanup(func() { c.Close() })
 			nodes[i] = redlock.NewNode(c)
 		}
 		b.Run(fmt.Sprintf("lib=redlock/nodes=3/master=cluster/shards=%d", shards), func(b *testing.B) {
-			distinct(b, redlockOver(b, nodes, nil))
+			distinct(b, redlockOver(b, nodes, nil), shardAddrs)
 		})
 	}
 }

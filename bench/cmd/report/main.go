@@ -467,6 +467,8 @@ func render(r results, cpu, cmdline string) string {
 		{"Extend, N=5, per op", "Extend", 5, "ns/op"},
 		{"8 goroutines on one key, N=5", "Contended", 5, "cs/s"},
 		{"64 goroutines, distinct keys, N=5", "DistinctKeys", 5, "locks/s"},
+		{"64 goroutines, distinct keys, N=5: this process's CPU per lock", "DistinctKeys", 5, "client-cpu-µs/op"},
+		{"64 goroutines, distinct keys, N=5: the 5 masters' CPU per lock", "DistinctKeys", 5, "masters-cpu-µs/op"},
 		{"one master of 5 slowed by 10 ms, per Lock+Unlock", "SlowMaster", 5, "ns/op"},
 	}
 	for _, o := range others {
