@@ -30,8 +30,8 @@ func addrs(n int) []string { return masters.Addrs()[:n] }
 
 // BenchmarkLockUnlock is one uncontended Lock and Unlock of a key, per op:
 // redlock (lib=redlock, go-redis clients through NewNode) and redsync at
-// every node count, with the wire floor (lib=wire) at each; redislock and the
-// go-redis floor (lib=floor) on one master.
+// every node count, with the wire floor (lib=wire) and the go-redis floor
+// (lib=floor) at each; redislock on one master.
 func BenchmarkLockUnlock(b *testing.B) {
 	for _, n := range nodeCounts {
 		b.Run(fmt.Sprintf("lib=redlock/nodes=%d", n), func(b *testing.B) {
@@ -41,11 +41,11 @@ func BenchmarkLockUnlock(b *testing.B) {
 			lockUnlock(b, newRedsync(newClients(b, addrs(n))))
 		})
 		b.Run(fmt.Sprintf("lib=wire/nodes=%d", n), func(b *testing.B) { benchWire(b, n) })
+		b.Run(fmt.Sprintf("lib=floor/nodes=%d", n), func(b *testing.B) { benchFloor(b, n) })
 	}
 	b.Run("lib=redislock/nodes=1", func(b *testing.B) {
 		lockUnlock(b, newRedislock(newClients(b, addrs(1))[0]))
 	})
-	b.Run("lib=floor/nodes=1", benchFloor)
 }
 
 // BenchmarkLockUnlockFenced is BenchmarkLockUnlock with fencing tokens: the
@@ -74,25 +74,46 @@ func lockUnlockKey(b *testing.B, l lib, key string) {
 	}
 }
 
-// benchFloor is the least one master can do: go-redis SET NX PX and a Lua
-// compare-and-delete, with a fresh 128-bit value per op.
-func benchFloor(b *testing.B) {
-	c := newClients(b, addrs(1))[0]
+// benchFloor is the least a go-redis client can do over n masters: SET NX
+// PX and a Lua compare-and-delete, with a fresh 128-bit value per op; over
+// more than one master each round fans out on one goroutine per master and
+// waits for every reply (no quorum, no timeouts, no order kept per master).
+func benchFloor(b *testing.B, n int) {
+	cs := newClients(b, addrs(n))
 	release := redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
 	ctx := context.Background()
 	key := newKey(b)
 	keys := []string{key}
+	set := func(c *redis.Client, v string) {
+		if ok, err := c.SetArgs(ctx, key, v, redis.SetArgs{Mode: "NX", TTL: ttl}).Result(); err != nil || ok != "OK" {
+			b.Errorf("SET NX: %q, %v", ok, err)
+		}
+	}
+	del := func(c *redis.Client, v string) {
+		if n, err := release.Run(ctx, c, keys, v).Int(); err != nil || n != 1 {
+			b.Errorf("release: %d, %v", n, err)
+		}
+	}
+	round := func(f func(*redis.Client, string), v string) {
+		if n == 1 {
+			f(cs[0], v)
+			return
+		}
+		var wg sync.WaitGroup
+		for _, c := range cs {
+			wg.Go(func() { f(c, v) })
+		}
+		wg.Wait()
+	}
 	b.ReportAllocs()
 	for b.Loop() {
 		var raw [16]byte
 		crand.Read(raw[:])
 		v := base64.RawURLEncoding.EncodeToString(raw[:])
-		ok, err := c.SetArgs(ctx, key, v, redis.SetArgs{Mode: "NX", TTL: ttl}).Result()
-		if err != nil || ok != "OK" {
-			b.Fatalf("SET NX: %q, %v", ok, err)
-		}
-		if n, err := release.Run(ctx, c, keys, v).Int(); err != nil || n != 1 {
-			b.Fatalf("release: %d, %v", n, err)
+		round(set, v)
+		round(del, v)
+		if b.Failed() {
+			b.FailNow()
 		}
 	}
 }
