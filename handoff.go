@@ -133,10 +133,7 @@ func (h *handoff) handed(reg uint64, i int) bool {
 	}
 	h.seen[i] = true
 	h.count++
-	select {
-	case h.wake <- struct{}{}:
-	default:
-	}
+	notify(h.wake)
 	return true
 }
 
@@ -381,10 +378,7 @@ func (h *handoff) poke() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.retry = true
-	select {
-	case h.wake <- struct{}{}:
-	default:
-	}
+	notify(h.wake)
 }
 
 // retried reports, once, that the call should try at once (see poke).
