@@ -142,48 +142,40 @@ func (p *phase) collect(ctx context.Context) error {
 			p.r.putTimer(timer)
 		}
 	}()
-	for open > 0 {
+	// Once the deadline passed, only the replies already in are counted.
+	for passed := false; open > 0; {
 		select {
 		case j := <-p.replies:
 			open -= p.count(j)
 			continue
 		default:
 		}
+		if passed {
+			break
+		}
 		if timer == nil {
 			// A timer only when the replies are not all in yet: it is in
 			// the runtime's timer heap only while collect waits on it.
 			left := time.Until(p.ctx.deadline)
-			if left <= 0 {
-				break
+			if passed = left <= 0; passed {
+				continue
 			}
 			timer = p.r.newTimer(left)
 		}
 		select {
 		case j := <-p.replies:
 			open -= p.count(j)
-			continue
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-timer.C:
+			passed = true
 		}
-		break
 	}
 	if open == 0 {
 		return nil
 	}
 	// The deadline passed: the masters that have not answered count as
-	// failed, once the replies already in are counted.
-	for {
-		select {
-		case j := <-p.replies:
-			if open -= p.count(j); open == 0 {
-				return nil
-			}
-			continue
-		default:
-		}
-		break
-	}
+	// failed.
 	for k := range p.tallies {
 		t := &p.tallies[k]
 		if t.decided() {
