@@ -161,7 +161,7 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 	l.mu.Unlock()
 	l.r.sched.remove(l)
 
-	p := l.release(ctx, true)
+	p := l.release(ctx, true, nil)
 	ctxErr := p.collect(ctx)
 	l.r.wake.unlocked(l, p.woke())
 	t := &p.tallies[0]
@@ -287,9 +287,7 @@ func (l *Lock) extendedLocked(t *tally, ctxErr error, cfg *config, start time.Ti
 	case !now.Before(l.until):
 		err = notHeld(l.key, "validity ended %v before the extend reached a quorum", now.Sub(l.until))
 	case !ok:
-		qe := t.error(opExtend, l.key)
-		qe.Late, qe.Validity = true, left
-		err = qe
+		err = t.late(opExtend, l.key, left)
 	}
 	if err != nil {
 		l.until = earlier(l.until, newUntil)

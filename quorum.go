@@ -403,6 +403,14 @@ func (t *tally) error(op, key string) *QuorumError {
 	}
 }
 
+// late is the error of a phase whose quorum came with only left of
+// validity, no more than the minimum.
+func (t *tally) late(op, key string, left time.Duration) *QuorumError {
+	qe := t.error(op, key)
+	qe.Late, qe.Validity = true, left
+	return qe
+}
+
 // acquire makes one attempt: SET (or the fenced acquire script) on every
 // master at once, decided at a quorum or when success became impossible
 // (the node timeout, or the moment too little validity would be left); the
@@ -433,26 +441,22 @@ func (r *Redlock) acquire(ctx context.Context, key string, cfg *config, h *hando
 	p := r.startPhase(ctx, l.last, true, l.request(op, cfg.ttl, 0))
 	ctxErr := p.collect(ctx)
 	t := &p.tallies[0]
-	if ctxErr != nil || !t.won() {
-		l.rollback(ctx, h)
-		err := joinCtx(t.error(opAcquire, key), ctxErr)
+	fail := func(err error) (*Lock, error) {
+		l.release(ctx, false, h)
 		r.attempted(ctx, p, key, cfg, start, nil, err)
 		return nil, err
 	}
+	if ctxErr != nil || !t.won() {
+		return fail(joinCtx(t.error(opAcquire, key), ctxErr))
+	}
 	until, left, valid := cfg.deadline(start, r.clock.Now())
 	if !valid {
-		l.rollback(ctx, h)
-		qe := t.error(opAcquire, key)
-		qe.Late, qe.Validity = true, left
-		r.attempted(ctx, p, key, cfg, start, nil, qe)
-		return nil, qe
+		return fail(t.late(opAcquire, key, left))
 	}
 	l.until = until
 	if cfg.fencing {
 		if err := l.confirmFence(ctx, t.token); err != nil {
-			l.rollback(ctx, h)
-			r.attempted(ctx, p, key, cfg, start, nil, err)
-			return nil, err
+			return fail(err)
 		}
 	}
 	if cfg.autoExtend {
@@ -483,9 +487,7 @@ func (l *Lock) confirmFence(ctx context.Context, token uint64) error {
 		return joinCtx(t.error(opFence, l.key), ctxErr)
 	}
 	if left := l.until.Sub(l.r.clock.Now()); left <= l.cfg.minValidity {
-		qe := t.error(opFence, l.key)
-		qe.Late, qe.Validity = true, left
-		return qe
+		return t.late(opFence, l.key, left)
 	}
 	l.token = token
 	return nil
@@ -532,22 +534,13 @@ func (l *Lock) deadlineLocked(now, by time.Time, nodeTimeout time.Duration) (tim
 // path of Unlock and of every rollback. For an Unlock it returns the phase to
 // collect, and wakes this process's goroutines waiting for the key: their
 // acquires queue behind the release on every lane, so they find every master
-// released. A rollback is not collected: the keys expire anyway.
+// released. A rollback is not collected: the keys expire anyway. A rollback
+// with h not nil also registers the call h for the key's next release.
 //
 // A release that frees the key tells the next Lock call queued on the
 // masters; one of a lock that came from a waiting call also takes that
 // call's registrations off (see [handoff]).
-func (l *Lock) release(ctx context.Context, unlock bool) *phase {
-	return l.releasing(ctx, unlock, nil)
-}
-
-// rollback undoes a failed attempt (see release), and registers the call h
-// for the key's next release when h is not nil.
-func (l *Lock) rollback(ctx context.Context, h *handoff) {
-	l.releasing(ctx, false, h)
-}
-
-func (l *Lock) releasing(ctx context.Context, unlock bool, h *handoff) *phase {
+func (l *Lock) release(ctx context.Context, unlock bool, h *handoff) *phase {
 	deadline, _ := l.nextDeadline(time.Time{})
 	q := l.request(OpRelease, 0, 0)
 	q.Waiter, _ = l.r.wake.name()
