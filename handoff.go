@@ -66,9 +66,6 @@ func (w *wakeups) newHandoff(key string, place int64, cfg *config) *handoff {
 		wake: make(chan struct{}, 1), seen: make([]bool, n)}
 	w.handsMu.Lock()
 	defer w.handsMu.Unlock()
-	if w.hands == nil {
-		w.hands = make(map[string]*handoff)
-	}
 	w.hands[h.value] = h
 	return h
 }
@@ -106,14 +103,7 @@ func (h *handoff) at() int64 {
 }
 
 // registered reports whether a registration of h was sent.
-func (h *handoff) registered() bool {
-	if h == nil {
-		return false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.reg > 0
-}
+func (h *handoff) registered() bool { return h != nil && h.current() > 0 }
 
 // handed counts master i's hand-off under registration reg, and reports
 // false when nobody will use it. The call is alive (w.handsMu held: h is
@@ -217,9 +207,14 @@ func (w *wakeups) forgetLocked(h *handoff) {
 	if w.hands[h.value] == h {
 		delete(w.hands, h.value)
 	}
-	if h.expiry != nil {
-		h.expiry.Stop()
-		h.expiry = nil
+	stopTimer(&h.expiry)
+}
+
+// stopTimer stops *t, if any, and forgets it.
+func stopTimer(t **time.Timer) {
+	if *t != nil {
+		(*t).Stop()
+		*t = nil
 	}
 }
 
@@ -282,14 +277,8 @@ func (w *wakeups) stay(h *handoff, place int64, deadline time.Time, maxBackoff t
 	reg := h.register(deadline)
 	w.handsMu.Lock()
 	defer w.handsMu.Unlock()
-	if w.hands == nil {
-		w.hands = make(map[string]*handoff)
-	}
 	w.hands[h.value] = h
-	if h.expiry != nil { // queued again: no longer the entry of a handed lock (keep)
-		h.expiry.Stop()
-		h.expiry = nil
-	}
+	stopTimer(&h.expiry) // queued again: no longer the entry of a handed lock (keep)
 	w.markLocked(h.key, mark{h: h, until: time.Now().Add(maxBackoff)})
 	return reg
 }
@@ -297,9 +286,6 @@ func (w *wakeups) stay(h *handoff, place int64, deadline time.Time, maxBackoff t
 // markLocked sets key's mark, withdrawing a registration an earlier one
 // held, and drops the marks that lapsed (w.handsMu held).
 func (w *wakeups) markLocked(key string, m mark) {
-	if w.marks == nil {
-		w.marks = make(map[string]mark)
-	}
 	if old := w.marks[key].h; old != nil && old != m.h {
 		w.dropLocked(old, true)
 	}
@@ -398,10 +384,7 @@ func (w *wakeups) dropLocked(h *handoff, unqueue bool) {
 		delete(w.marks, h.key)
 	}
 	w.forgetLocked(h)
-	if h.stale != nil {
-		h.stale.Stop()
-		h.stale = nil
-	}
+	stopTimer(&h.stale)
 	if unqueue {
 		w.r.unhand(h, w.nodeTimeout())
 	}
@@ -426,10 +409,7 @@ func (w *wakeups) behind(key string, cfg *config) (h *handoff, wait bool) {
 	}
 	delete(w.marks, key)
 	if m.h != nil {
-		if m.h.stale != nil {
-			m.h.stale.Stop()
-			m.h.stale = nil
-		}
+		stopTimer(&m.h.stale)
 		if m.h.ttl == handTTL(cfg) {
 			return m.h, true
 		}

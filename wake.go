@@ -93,7 +93,8 @@ func (n *redisNode) subscribe(ctx context.Context, channel string) pubsub {
 }
 
 func newWakeups(r *Redlock) *wakeups {
-	w := &wakeups{r: r, channel: "redlock:wake:" + uuid.NewString()}
+	w := &wakeups{r: r, channel: "redlock:wake:" + uuid.NewString(),
+		hands: make(map[string]*handoff), marks: make(map[string]mark)}
 	w.chans, w.boxes = make([]string, len(r.nodes)), make([]any, len(r.nodes))
 	for i := range r.nodes {
 		w.chans[i] = w.channel + "/" + strconv.Itoa(i)
