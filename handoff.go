@@ -162,7 +162,7 @@ func (w *wakeups) end(h *handoff, l *Lock) {
 	byHand := h.held != nil && h.held == l
 	h.mu.Unlock()
 	if !byHand {
-		w.forgetLocked(h) // in the same critical section as handedTo's count
+		w.forgetLocked(h) // in the same critical section as message's count
 		return
 	}
 	w.keepLocked(h, l)
@@ -218,10 +218,14 @@ func stopTimer(t **time.Timer) {
 	}
 }
 
-// handedTo is a hand-off from master i (or a wake-up, when woke): payload
-// is "hand|reg|key".
-func (w *wakeups) handedTo(payload string, i int, woke bool) {
-	hand, rest, ok := strings.Cut(payload, "|")
+// message is a word from master i on this Redlock's channel: "h" and a
+// hand-off, or "w" and a wake-up, each "hand|reg|key".
+func (w *wakeups) message(payload string, i int) {
+	woke := strings.HasPrefix(payload, "w")
+	if !woke && !strings.HasPrefix(payload, "h") {
+		return
+	}
+	hand, rest, ok := strings.Cut(payload[1:], "|")
 	if !ok {
 		return
 	}

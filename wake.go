@@ -179,14 +179,6 @@ func (w *wakeups) start(ctx context.Context, key string, timeout time.Duration) 
 	}
 }
 
-// message is a word from master i on this Redlock's channel: "h" and a
-// hand-off, or "w" and a wake-up (see [handoff]).
-func (w *wakeups) message(payload string, i int) {
-	if strings.HasPrefix(payload, "h") || strings.HasPrefix(payload, "w") {
-		w.handedTo(payload[1:], i, payload[0] == 'w')
-	}
-}
-
 // report tells the observer how the subscriptions went (once).
 func (w *wakeups) report(ctx context.Context, key string, errs []error, took time.Duration) {
 	e := &PhaseEvent{Op: PhaseSubscribe, Key: key, Quorum: w.r.quorum, Duration: took,
