@@ -164,18 +164,18 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 	p := l.release(ctx, true, nil)
 	ctxErr := p.collect(ctx)
 	l.r.wake.unlocked(l, p.woke())
-	t := &p.tallies[0]
-	l.observedRelease(ctx, p, now, ctxErr)
+	var qerr error // the release phase's own outcome
+	if t := &p.tallies[0]; ctxErr != nil || !t.won() {
+		qerr = joinCtx(t.error(opRelease, l.key), ctxErr)
+	}
+	l.observedRelease(ctx, p, now, qerr)
 	if !now.Before(until) {
 		return notHeld(l.key, "validity ended %v before Unlock; the critical section may have overlapped another holder", now.Sub(until))
 	}
 	if end != nil {
 		return fmt.Errorf("%w: %w", ErrNotHeld, end)
 	}
-	if ctxErr != nil || !t.won() {
-		return joinCtx(t.error(opRelease, l.key), ctxErr)
-	}
-	return nil
+	return qerr
 }
 
 // Extend resets the keys' TTL to ttl on every master that still holds this
