@@ -320,23 +320,8 @@ func NewNode(c redis.UniversalClient) Node {
 	if c == nil || isNil(c) {
 		return nil
 	}
-	name, unnamed := clientName(c)
-	return &redisNode{c: c, name: name, unnamed: unnamed, keepsDeadlines: contextTimeouts(c)}
-}
-
-// contextTimeouts reports whether c was made with ContextTimeoutEnabled: it
-// then bounds every wait (the pool, the dial, the socket) by its context's
-// deadline.
-func contextTimeouts(c redis.UniversalClient) bool {
-	switch c := c.(type) {
-	case *redis.Client:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.ClusterClient:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.Ring:
-		return c.Options().ContextTimeoutEnabled
-	}
-	return false
+	name, unnamed, keeps := clientName(c)
+	return &redisNode{c: c, name: name, unnamed: unnamed, keepsDeadlines: keeps}
 }
 
 // NewFailoverNode returns a Node that talks to the Sentinel-managed master
@@ -368,33 +353,37 @@ const failoverAddr = "FailoverClient"
 
 // clientName names the master behind c without its credentials. When the
 // name cannot tell c's master from another one of its kind, unnamed says
-// why and what would.
-func clientName(c any) (name, unnamed string) {
+// why and what would. keeps reports whether c was made with
+// ContextTimeoutEnabled: it then bounds every wait (the pool, the dial, the
+// socket) by its context's deadline.
+func clientName(c any) (name, unnamed string, keeps bool) {
 	switch c := c.(type) {
 	case *redis.Client:
 		o := c.Options()
 		if o.Addr == failoverAddr {
 			return "sentinel:?/" + strconv.Itoa(o.DB),
-				"Sentinel-managed clients (redis.NewFailoverClient) do not tell their master name and Sentinels: make each Node with NewFailoverNode(client, its FailoverOptions)"
+				"Sentinel-managed clients (redis.NewFailoverClient) do not tell their master name and Sentinels: make each Node with NewFailoverNode(client, its FailoverOptions)",
+				o.ContextTimeoutEnabled
 		}
-		return o.Addr + "/" + strconv.Itoa(o.DB), ""
+		return o.Addr + "/" + strconv.Itoa(o.DB), "", o.ContextTimeoutEnabled
 	case *redis.ClusterClient:
 		o := c.Options()
 		if len(o.Addrs) == 0 {
-			return "cluster:?", "cluster clients without seed addresses (redis.NewFailoverClusterClient, ClusterSlots) do not tell which cluster they reach: wrap each with NodeFunc under a name of your own"
+			return "cluster:?", "cluster clients without seed addresses (redis.NewFailoverClusterClient, ClusterSlots) do not tell which cluster they reach: wrap each with NodeFunc under a name of your own",
+				o.ContextTimeoutEnabled
 		}
-		return "cluster:" + strings.Join(sortedSet(o.Addrs), ","), ""
+		return "cluster:" + strings.Join(sortedSet(o.Addrs), ","), "", o.ContextTimeoutEnabled
 	case *redis.Ring:
 		o := c.Options()
 		shards := make([]string, 0, len(o.Addrs))
 		for shard, addr := range o.Addrs {
 			shards = append(shards, shard+"="+addr)
 		}
-		return "ring:" + strings.Join(sortedSet(shards), ",") + "/" + strconv.Itoa(o.DB), ""
+		return "ring:" + strings.Join(sortedSet(shards), ",") + "/" + strconv.Itoa(o.DB), "", o.ContextTimeoutEnabled
 	case fmt.Stringer:
-		return c.String(), ""
+		return c.String(), "", false
 	}
-	return fmt.Sprintf("%T", c), fmt.Sprintf("clients of type %T do not tell which master they reach: wrap each with NodeFunc under a name of your own", c)
+	return fmt.Sprintf("%T", c), fmt.Sprintf("clients of type %T do not tell which master they reach: wrap each with NodeFunc under a name of your own", c), false
 }
 
 // failoverName names a Sentinel-managed master: its name, its Sentinels and
