@@ -245,22 +245,25 @@ var (
 	fenceLua string
 	//go:embed lua/gate.lua
 	gateLua string
+	//go:embed lua/get.lua
+	getLua string
 
 	// The scripts that can free a key start with the hand-off routine;
-	// those that take a fence token, with the counter's steps.
-	releaseSrc       any = script(handonLua, releaseLua)
-	extendSrc        any = script(extendLua)
+	// those that take a fence token, with the counter's steps; those that
+	// compare the key's value with a holder's, with its read.
+	releaseSrc       any = script(handonLua, getLua, releaseLua)
+	extendSrc        any = script(getLua, extendLua)
 	acquireFencedSrc any = script(fenceLua, acquireFencedLua)
-	raiseFenceSrc    any = script(raiseFenceLua)
+	raiseFenceSrc    any = script(getLua, raiseFenceLua)
 	holdSrc          any = script(handonLua, fenceLua, holdLua)
-	handoffSrc       any = script(handonLua, handoffLua)
+	handoffSrc       any = script(handonLua, getLua, handoffLua)
 	gateSrc          any = script(gateLua)
 )
 
 // script returns Lua files' code, one after the other, without comment
 // lines and indentation: the master hashes every EVAL's script. A routine
 // that several scripts need is a file of its own put in front of each
-// (handon.lua, fence.lua), never a copy.
+// (handon.lua, fence.lua, get.lua), never a copy.
 //
 // Scripts go to the master with EVAL, never EVALSHA: a master that lost its
 // script cache (a restart, SCRIPT FLUSH) answers EVALSHA with NOSCRIPT, and
