@@ -65,18 +65,12 @@ const (
 	OpRelease
 )
 
+var opNames = [...]string{OpAcquire: "acquire", OpAcquireFenced: "acquire-fenced",
+	OpRaiseFence: "raise-fence", OpExtend: "extend", OpRelease: "release"}
+
 func (o Op) String() string {
-	switch o {
-	case OpAcquire:
-		return "acquire"
-	case OpAcquireFenced:
-		return "acquire-fenced"
-	case OpRaiseFence:
-		return "raise-fence"
-	case OpExtend:
-		return "extend"
-	case OpRelease:
-		return "release"
+	if int(o) < len(opNames) && opNames[o] != "" {
+		return opNames[o]
 	}
 	return "Op(" + strconv.Itoa(int(o)) + ")"
 }
