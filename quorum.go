@@ -118,7 +118,7 @@ func (p *phase) deliver(c *call) {
 		p.replies <- c.at
 	}
 	if p.pending.Add(-1) == 0 {
-		p.ctx.stop()
+		p.ctx.end(ctxStopped) // nothing waits on it any more
 		p.r.bg.Done()
 	}
 }
@@ -214,7 +214,8 @@ func (r *Redlock) putTimer(t *time.Timer) {
 // Deadline and Err read it (go-redis with ContextTimeoutEnabled puts
 // Deadline on the socket), and a Done asked for borrows one of the
 // Redlock's timers, given back once every request of the phase is back
-// (stop), which also ends the context as context.Canceled.
+// (end(ctxStopped), in phase.deliver), which also ends the context as
+// context.Canceled.
 type phaseCtx struct {
 	values   context.Context // the caller's, without its cancellation
 	deadline time.Time
@@ -287,10 +288,6 @@ func (c *phaseCtx) end(state int32) {
 		t.stop()
 	}
 }
-
-// stop ends c once every request of the phase is back: nothing waits on it
-// any more.
-func (c *phaseCtx) stop() { c.end(ctxStopped) }
 
 // deadlineTimer closes the Done channel of the phaseCtx it was started
 // for at that one's deadline. It is reused, so a firing that comes late for
