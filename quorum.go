@@ -456,11 +456,17 @@ func (r *Redlock) acquire(ctx context.Context, key string, cfg *config, h *hando
 			return fail(err)
 		}
 	}
+	r.started(ctx, p, l, cfg, start)
+	return l, nil
+}
+
+// started starts the life of l, a lock taken by an attempt that started at
+// start and was decided by p, or handed to a waiting call (p nil).
+func (r *Redlock) started(ctx context.Context, p *phase, l *Lock, cfg *config, start time.Time) {
 	if cfg.autoExtend {
 		r.sched.place(l, time.Time{})
 	}
-	r.attempted(ctx, p, key, cfg, start, l, nil)
-	return l, nil
+	r.attempted(ctx, p, l.key, cfg, start, l, nil)
 }
 
 // confirmFence is the second round of a fenced acquire: raise the fence
