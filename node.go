@@ -539,22 +539,14 @@ func command(ctx context.Context, q *Request) redis.Cmder {
 		return redis.NewCmd(ctx, "eval", acquireFencedSrc, 2, key, FenceKey(q.Key), value, ms)
 	case OpRaiseFence:
 		return redis.NewCmd(ctx, "eval", raiseFenceSrc, 2, key, FenceKey(q.Key), value, q.Token)
-	case OpExtend:
-		repair := 0
-		if q.Repair {
-			repair = 1
-		}
-		return redis.NewCmd(ctx, "eval", extendSrc, 1, key, value, ms, repair)
+	case OpExtend: // go-redis sends a bool as 1 or 0
+		return redis.NewCmd(ctx, "eval", extendSrc, 1, key, value, ms, q.Repair)
 	case OpRelease:
 		wk, waiter := q.releaseArgs()
 		if q.Hand == "" {
 			return redis.NewCmd(ctx, "eval", releaseSrc, 2, key, wk, value, waiter)
 		}
-		behind := 0
-		if q.Behind {
-			behind = 1
-		}
-		return redis.NewCmd(ctx, "eval", handoffSrc, 2, key, wk, value, waiter, q.Place, q.Hand, q.Reg, q.TTL.Milliseconds(), behind, q.Queued)
+		return redis.NewCmd(ctx, "eval", handoffSrc, 2, key, wk, value, waiter, q.Place, q.Hand, q.Reg, q.TTL.Milliseconds(), q.Behind, q.Queued)
 	}
 	return unknownOp(q)
 }
