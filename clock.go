@@ -17,16 +17,10 @@ type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }
 
-// validity is what is left of a lock whose keys were set with ttl, elapsed
-// after the attempt started: ttl − elapsed − drift. It may be negative.
-func validity(ttl, elapsed, drift time.Duration) time.Duration {
-	return ttl - elapsed - drift
-}
-
 // deadline is the moment a lock acquired (or extended) at start stops being
-// valid, or the zero Time with ok false when the validity left at now is under
-// minValidity.
+// valid; left is its validity at now, ttl − elapsed − drift (it may be
+// negative), and ok reports whether left is above minValidity.
 func (c *config) deadline(start, now time.Time) (until time.Time, left time.Duration, ok bool) {
-	v := validity(c.ttl, now.Sub(start), c.drift())
-	return start.Add(c.ttl - c.drift()), v, v > c.minValidity
+	left = c.ttl - now.Sub(start) - c.drift()
+	return start.Add(c.ttl - c.drift()), left, left > c.minValidity
 }

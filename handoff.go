@@ -66,9 +66,6 @@ func (w *wakeups) newHandoff(key string, place int64, cfg *config) *handoff {
 		wake: make(chan struct{}, 1), seen: make([]bool, n)}
 	w.handsMu.Lock()
 	defer w.handsMu.Unlock()
-	if w.hands == nil {
-		w.hands = make(map[string]*handoff)
-	}
 	w.hands[h.value] = h
 	return h
 }
@@ -106,14 +103,7 @@ func (h *handoff) at() int64 {
 }
 
 // registered reports whether a registration of h was sent.
-func (h *handoff) registered() bool {
-	if h == nil {
-		return false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.reg > 0
-}
+func (h *handoff) registered() bool { return h != nil && h.current() > 0 }
 
 // handed counts master i's hand-off under registration reg, and reports
 // false when nobody will use it. The call is alive (w.handsMu held: h is
@@ -133,10 +123,7 @@ func (h *handoff) handed(reg uint64, i int) bool {
 	}
 	h.seen[i] = true
 	h.count++
-	select {
-	case h.wake <- struct{}{}:
-	default:
-	}
+	notify(h.wake)
 	return true
 }
 
@@ -175,7 +162,7 @@ func (w *wakeups) end(h *handoff, l *Lock) {
 	byHand := h.held != nil && h.held == l
 	h.mu.Unlock()
 	if !byHand {
-		w.forgetLocked(h) // in the same critical section as handedTo's count
+		w.forgetLocked(h) // in the same critical section as message's count
 		return
 	}
 	w.keepLocked(h, l)
@@ -220,16 +207,25 @@ func (w *wakeups) forgetLocked(h *handoff) {
 	if w.hands[h.value] == h {
 		delete(w.hands, h.value)
 	}
-	if h.expiry != nil {
-		h.expiry.Stop()
-		h.expiry = nil
+	stopTimer(&h.expiry)
+}
+
+// stopTimer stops *t, if any, and forgets it.
+func stopTimer(t **time.Timer) {
+	if *t != nil {
+		(*t).Stop()
+		*t = nil
 	}
 }
 
-// handedTo is a hand-off from master i (or a wake-up, when woke): payload
-// is "hand|reg|key".
-func (w *wakeups) handedTo(payload string, i int, woke bool) {
-	hand, rest, ok := strings.Cut(payload, "|")
+// message is a word from master i on this Redlock's channel: "h" and a
+// hand-off, or "w" and a wake-up, each "hand|reg|key".
+func (w *wakeups) message(payload string, i int) {
+	woke := strings.HasPrefix(payload, "w")
+	if !woke && !strings.HasPrefix(payload, "h") {
+		return
+	}
+	hand, rest, ok := strings.Cut(payload[1:], "|")
 	if !ok {
 		return
 	}
@@ -285,14 +281,8 @@ func (w *wakeups) stay(h *handoff, place int64, deadline time.Time, maxBackoff t
 	reg := h.register(deadline)
 	w.handsMu.Lock()
 	defer w.handsMu.Unlock()
-	if w.hands == nil {
-		w.hands = make(map[string]*handoff)
-	}
 	w.hands[h.value] = h
-	if h.expiry != nil { // queued again: no longer the entry of a handed lock (keep)
-		h.expiry.Stop()
-		h.expiry = nil
-	}
+	stopTimer(&h.expiry) // queued again: no longer the entry of a handed lock (keep)
 	w.markLocked(h.key, mark{h: h, until: time.Now().Add(maxBackoff)})
 	return reg
 }
@@ -300,9 +290,6 @@ func (w *wakeups) stay(h *handoff, place int64, deadline time.Time, maxBackoff t
 // markLocked sets key's mark, withdrawing a registration an earlier one
 // held, and drops the marks that lapsed (w.handsMu held).
 func (w *wakeups) markLocked(key string, m mark) {
-	if w.marks == nil {
-		w.marks = make(map[string]mark)
-	}
 	if old := w.marks[key].h; old != nil && old != m.h {
 		w.dropLocked(old, true)
 	}
@@ -381,10 +368,7 @@ func (h *handoff) poke() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.retry = true
-	select {
-	case h.wake <- struct{}{}:
-	default:
-	}
+	notify(h.wake)
 }
 
 // retried reports, once, that the call should try at once (see poke).
@@ -404,10 +388,7 @@ func (w *wakeups) dropLocked(h *handoff, unqueue bool) {
 		delete(w.marks, h.key)
 	}
 	w.forgetLocked(h)
-	if h.stale != nil {
-		h.stale.Stop()
-		h.stale = nil
-	}
+	stopTimer(&h.stale)
 	if unqueue {
 		w.r.unhand(h, w.nodeTimeout())
 	}
@@ -432,10 +413,7 @@ func (w *wakeups) behind(key string, cfg *config) (h *handoff, wait bool) {
 	}
 	delete(w.marks, key)
 	if m.h != nil {
-		if m.h.stale != nil {
-			m.h.stale.Stop()
-			m.h.stale = nil
-		}
+		stopTimer(&m.h.stale)
 		if m.h.ttl == handTTL(cfg) {
 			return m.h, true
 		}

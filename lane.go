@@ -101,11 +101,7 @@ func (l *lane) pushRun(p *phase) bool {
 
 // drain sends batches until the queue is empty.
 func (l *lane) drain() {
-	for {
-		batch := l.take()
-		if batch == nil {
-			return
-		}
+	for batch := l.take(); batch != nil; batch = l.take() {
 		l.send(batch)
 	}
 }

@@ -161,21 +161,21 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 	l.mu.Unlock()
 	l.r.sched.remove(l)
 
-	p := l.release(ctx, true)
+	p := l.release(ctx, true, nil)
 	ctxErr := p.collect(ctx)
 	l.r.wake.unlocked(l, p.woke())
-	t := &p.tallies[0]
-	l.observedRelease(ctx, p, now, ctxErr)
+	var qerr error // the release phase's own outcome
+	if t := &p.tallies[0]; ctxErr != nil || !t.won() {
+		qerr = joinCtx(t.error(opRelease, l.key), ctxErr)
+	}
+	l.observedRelease(ctx, p, now, qerr)
 	if !now.Before(until) {
 		return notHeld(l.key, "validity ended %v before Unlock; the critical section may have overlapped another holder", now.Sub(until))
 	}
 	if end != nil {
 		return fmt.Errorf("%w: %w", ErrNotHeld, end)
 	}
-	if ctxErr != nil || !t.won() {
-		return joinCtx(t.error(opRelease, l.key), ctxErr)
-	}
-	return nil
+	return qerr
 }
 
 // Extend resets the keys' TTL to ttl on every master that still holds this
@@ -287,9 +287,7 @@ func (l *Lock) extendedLocked(t *tally, ctxErr error, cfg *config, start time.Ti
 	case !now.Before(l.until):
 		err = notHeld(l.key, "validity ended %v before the extend reached a quorum", now.Sub(l.until))
 	case !ok:
-		qe := t.error(opExtend, l.key)
-		qe.Late, qe.Validity = true, left
-		err = qe
+		err = t.late(opExtend, l.key, left)
 	}
 	if err != nil {
 		l.until = earlier(l.until, newUntil)

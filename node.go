@@ -65,18 +65,12 @@ const (
 	OpRelease
 )
 
+var opNames = [...]string{OpAcquire: "acquire", OpAcquireFenced: "acquire-fenced",
+	OpRaiseFence: "raise-fence", OpExtend: "extend", OpRelease: "release"}
+
 func (o Op) String() string {
-	switch o {
-	case OpAcquire:
-		return "acquire"
-	case OpAcquireFenced:
-		return "acquire-fenced"
-	case OpRaiseFence:
-		return "raise-fence"
-	case OpExtend:
-		return "extend"
-	case OpRelease:
-		return "release"
+	if int(o) < len(opNames) && opNames[o] != "" {
+		return opNames[o]
 	}
 	return "Op(" + strconv.Itoa(int(o)) + ")"
 }
@@ -245,22 +239,25 @@ var (
 	fenceLua string
 	//go:embed lua/gate.lua
 	gateLua string
+	//go:embed lua/get.lua
+	getLua string
 
 	// The scripts that can free a key start with the hand-off routine;
-	// those that take a fence token, with the counter's steps.
-	releaseSrc       any = script(handonLua, releaseLua)
-	extendSrc        any = script(extendLua)
+	// those that take a fence token, with the counter's steps; those that
+	// compare the key's value with a holder's, with its read.
+	releaseSrc       any = script(handonLua, getLua, releaseLua)
+	extendSrc        any = script(getLua, extendLua)
 	acquireFencedSrc any = script(fenceLua, acquireFencedLua)
-	raiseFenceSrc    any = script(raiseFenceLua)
+	raiseFenceSrc    any = script(getLua, raiseFenceLua)
 	holdSrc          any = script(handonLua, fenceLua, holdLua)
-	handoffSrc       any = script(handonLua, handoffLua)
+	handoffSrc       any = script(handonLua, getLua, handoffLua)
 	gateSrc          any = script(gateLua)
 )
 
 // script returns Lua files' code, one after the other, without comment
 // lines and indentation: the master hashes every EVAL's script. A routine
 // that several scripts need is a file of its own put in front of each
-// (handon.lua, fence.lua), never a copy.
+// (handon.lua, fence.lua, get.lua), never a copy.
 //
 // Scripts go to the master with EVAL, never EVALSHA: a master that lost its
 // script cache (a restart, SCRIPT FLUSH) answers EVALSHA with NOSCRIPT, and
@@ -320,23 +317,8 @@ func NewNode(c redis.UniversalClient) Node {
 	if c == nil || isNil(c) {
 		return nil
 	}
-	name, unnamed := clientName(c)
-	return &redisNode{c: c, name: name, unnamed: unnamed, keepsDeadlines: contextTimeouts(c)}
-}
-
-// contextTimeouts reports whether c was made with ContextTimeoutEnabled: it
-// then bounds every wait (the pool, the dial, the socket) by its context's
-// deadline.
-func contextTimeouts(c redis.UniversalClient) bool {
-	switch c := c.(type) {
-	case *redis.Client:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.ClusterClient:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.Ring:
-		return c.Options().ContextTimeoutEnabled
-	}
-	return false
+	name, unnamed, keeps := clientName(c)
+	return &redisNode{c: c, name: name, unnamed: unnamed, keepsDeadlines: keeps}
 }
 
 // NewFailoverNode returns a Node that talks to the Sentinel-managed master
@@ -368,33 +350,37 @@ const failoverAddr = "FailoverClient"
 
 // clientName names the master behind c without its credentials. When the
 // name cannot tell c's master from another one of its kind, unnamed says
-// why and what would.
-func clientName(c any) (name, unnamed string) {
+// why and what would. keeps reports whether c was made with
+// ContextTimeoutEnabled: it then bounds every wait (the pool, the dial, the
+// socket) by its context's deadline.
+func clientName(c any) (name, unnamed string, keeps bool) {
 	switch c := c.(type) {
 	case *redis.Client:
 		o := c.Options()
 		if o.Addr == failoverAddr {
 			return "sentinel:?/" + strconv.Itoa(o.DB),
-				"Sentinel-managed clients (redis.NewFailoverClient) do not tell their master name and Sentinels: make each Node with NewFailoverNode(client, its FailoverOptions)"
+				"Sentinel-managed clients (redis.NewFailoverClient) do not tell their master name and Sentinels: make each Node with NewFailoverNode(client, its FailoverOptions)",
+				o.ContextTimeoutEnabled
 		}
-		return o.Addr + "/" + strconv.Itoa(o.DB), ""
+		return o.Addr + "/" + strconv.Itoa(o.DB), "", o.ContextTimeoutEnabled
 	case *redis.ClusterClient:
 		o := c.Options()
 		if len(o.Addrs) == 0 {
-			return "cluster:?", "cluster clients without seed addresses (redis.NewFailoverClusterClient, ClusterSlots) do not tell which cluster they reach: wrap each with NodeFunc under a name of your own"
+			return "cluster:?", "cluster clients without seed addresses (redis.NewFailoverClusterClient, ClusterSlots) do not tell which cluster they reach: wrap each with NodeFunc under a name of your own",
+				o.ContextTimeoutEnabled
 		}
-		return "cluster:" + strings.Join(sortedSet(o.Addrs), ","), ""
+		return "cluster:" + strings.Join(sortedSet(o.Addrs), ","), "", o.ContextTimeoutEnabled
 	case *redis.Ring:
 		o := c.Options()
 		shards := make([]string, 0, len(o.Addrs))
 		for shard, addr := range o.Addrs {
 			shards = append(shards, shard+"="+addr)
 		}
-		return "ring:" + strings.Join(sortedSet(shards), ",") + "/" + strconv.Itoa(o.DB), ""
+		return "ring:" + strings.Join(sortedSet(shards), ",") + "/" + strconv.Itoa(o.DB), "", o.ContextTimeoutEnabled
 	case fmt.Stringer:
-		return c.String(), ""
+		return c.String(), "", false
 	}
-	return fmt.Sprintf("%T", c), fmt.Sprintf("clients of type %T do not tell which master they reach: wrap each with NodeFunc under a name of your own", c)
+	return fmt.Sprintf("%T", c), fmt.Sprintf("clients of type %T do not tell which master they reach: wrap each with NodeFunc under a name of your own", c), false
 }
 
 // failoverName names a Sentinel-managed master: its name, its Sentinels and
@@ -553,22 +539,14 @@ func command(ctx context.Context, q *Request) redis.Cmder {
 		return redis.NewCmd(ctx, "eval", acquireFencedSrc, 2, key, FenceKey(q.Key), value, ms)
 	case OpRaiseFence:
 		return redis.NewCmd(ctx, "eval", raiseFenceSrc, 2, key, FenceKey(q.Key), value, q.Token)
-	case OpExtend:
-		repair := 0
-		if q.Repair {
-			repair = 1
-		}
-		return redis.NewCmd(ctx, "eval", extendSrc, 1, key, value, ms, repair)
+	case OpExtend: // go-redis sends a bool as 1 or 0
+		return redis.NewCmd(ctx, "eval", extendSrc, 1, key, value, ms, q.Repair)
 	case OpRelease:
 		wk, waiter := q.releaseArgs()
 		if q.Hand == "" {
 			return redis.NewCmd(ctx, "eval", releaseSrc, 2, key, wk, value, waiter)
 		}
-		behind := 0
-		if q.Behind {
-			behind = 1
-		}
-		return redis.NewCmd(ctx, "eval", handoffSrc, 2, key, wk, value, waiter, q.Place, q.Hand, q.Reg, q.TTL.Milliseconds(), behind, q.Queued)
+		return redis.NewCmd(ctx, "eval", handoffSrc, 2, key, wk, value, waiter, q.Place, q.Hand, q.Reg, q.TTL.Milliseconds(), q.Behind, q.Queued)
 	}
 	return unknownOp(q)
 }

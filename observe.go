@@ -209,14 +209,10 @@ func (r *Redlock) phaseEvent(ctx context.Context, e *PhaseEvent, p *phase, k int
 	r.obs.Phase(ctx, e)
 }
 
-// observedRelease reports an Unlock's release phase p, started at start, to
-// r's observer, if any.
-func (l *Lock) observedRelease(ctx context.Context, p *phase, start time.Time, ctxErr error) {
+// observedRelease reports an Unlock's release phase p, started at start,
+// that ended with err to r's observer, if any.
+func (l *Lock) observedRelease(ctx context.Context, p *phase, start time.Time, err error) {
 	if l.r.obs != nil {
-		var err error
-		if t := &p.tallies[0]; ctxErr != nil || !t.won() {
-			err = joinCtx(t.error(opRelease, l.key), ctxErr)
-		}
 		l.r.phaseEvent(ctx, &PhaseEvent{Op: PhaseRelease, Key: l.key, Err: err}, p, 0, start)
 	}
 }

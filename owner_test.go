@@ -188,7 +188,7 @@ func TestOwnedAndPlainExclude(t *testing.T) {
 			}
 			// The stale requests were refused, not failed: the masters
 			// answered every one.
-			p := old.release(ctx, true)
+			p := old.release(ctx, true, nil)
 			if err := p.collect(ctx); err != nil {
 				t.Fatal(err)
 			}

@@ -118,7 +118,7 @@ func (p *phase) deliver(c *call) {
 		p.replies <- c.at
 	}
 	if p.pending.Add(-1) == 0 {
-		p.ctx.stop()
+		p.ctx.end(ctxStopped) // nothing waits on it any more
 		p.r.bg.Done()
 	}
 }
@@ -142,48 +142,40 @@ func (p *phase) collect(ctx context.Context) error {
 			p.r.putTimer(timer)
 		}
 	}()
-	for open > 0 {
+	// Once the deadline passed, only the replies already in are counted.
+	for passed := false; open > 0; {
 		select {
 		case j := <-p.replies:
 			open -= p.count(j)
 			continue
 		default:
 		}
+		if passed {
+			break
+		}
 		if timer == nil {
 			// A timer only when the replies are not all in yet: it is in
 			// the runtime's timer heap only while collect waits on it.
 			left := time.Until(p.ctx.deadline)
-			if left <= 0 {
-				break
+			if passed = left <= 0; passed {
+				continue
 			}
 			timer = p.r.newTimer(left)
 		}
 		select {
 		case j := <-p.replies:
 			open -= p.count(j)
-			continue
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-timer.C:
+			passed = true
 		}
-		break
 	}
 	if open == 0 {
 		return nil
 	}
 	// The deadline passed: the masters that have not answered count as
-	// failed, once the replies already in are counted.
-	for {
-		select {
-		case j := <-p.replies:
-			if open -= p.count(j); open == 0 {
-				return nil
-			}
-			continue
-		default:
-		}
-		break
-	}
+	// failed.
 	for k := range p.tallies {
 		t := &p.tallies[k]
 		if t.decided() {
@@ -222,7 +214,8 @@ func (r *Redlock) putTimer(t *time.Timer) {
 // Deadline and Err read it (go-redis with ContextTimeoutEnabled puts
 // Deadline on the socket), and a Done asked for borrows one of the
 // Redlock's timers, given back once every request of the phase is back
-// (stop), which also ends the context as context.Canceled.
+// (end(ctxStopped), in phase.deliver), which also ends the context as
+// context.Canceled.
 type phaseCtx struct {
 	values   context.Context // the caller's, without its cancellation
 	deadline time.Time
@@ -295,10 +288,6 @@ func (c *phaseCtx) end(state int32) {
 		t.stop()
 	}
 }
-
-// stop ends c once every request of the phase is back: nothing waits on it
-// any more.
-func (c *phaseCtx) stop() { c.end(ctxStopped) }
 
 // deadlineTimer closes the Done channel of the phaseCtx it was started
 // for at that one's deadline. It is reused, so a firing that comes late for
@@ -411,6 +400,14 @@ func (t *tally) error(op, key string) *QuorumError {
 	}
 }
 
+// late is the error of a phase whose quorum came with only left of
+// validity, no more than the minimum.
+func (t *tally) late(op, key string, left time.Duration) *QuorumError {
+	qe := t.error(op, key)
+	qe.Late, qe.Validity = true, left
+	return qe
+}
+
 // acquire makes one attempt: SET (or the fenced acquire script) on every
 // master at once, decided at a quorum or when success became impossible
 // (the node timeout, or the moment too little validity would be left); the
@@ -441,33 +438,35 @@ func (r *Redlock) acquire(ctx context.Context, key string, cfg *config, h *hando
 	p := r.startPhase(ctx, l.last, true, l.request(op, cfg.ttl, 0))
 	ctxErr := p.collect(ctx)
 	t := &p.tallies[0]
-	if ctxErr != nil || !t.won() {
-		l.rollback(ctx, h)
-		err := joinCtx(t.error(opAcquire, key), ctxErr)
+	fail := func(err error) (*Lock, error) {
+		l.release(ctx, false, h)
 		r.attempted(ctx, p, key, cfg, start, nil, err)
 		return nil, err
 	}
+	if ctxErr != nil || !t.won() {
+		return fail(joinCtx(t.error(opAcquire, key), ctxErr))
+	}
 	until, left, valid := cfg.deadline(start, r.clock.Now())
 	if !valid {
-		l.rollback(ctx, h)
-		qe := t.error(opAcquire, key)
-		qe.Late, qe.Validity = true, left
-		r.attempted(ctx, p, key, cfg, start, nil, qe)
-		return nil, qe
+		return fail(t.late(opAcquire, key, left))
 	}
 	l.until = until
 	if cfg.fencing {
 		if err := l.confirmFence(ctx, t.token); err != nil {
-			l.rollback(ctx, h)
-			r.attempted(ctx, p, key, cfg, start, nil, err)
-			return nil, err
+			return fail(err)
 		}
 	}
+	r.started(ctx, p, l, cfg, start)
+	return l, nil
+}
+
+// started starts the life of l, a lock taken by an attempt that started at
+// start and was decided by p, or handed to a waiting call (p nil).
+func (r *Redlock) started(ctx context.Context, p *phase, l *Lock, cfg *config, start time.Time) {
 	if cfg.autoExtend {
 		r.sched.place(l, time.Time{})
 	}
-	r.attempted(ctx, p, key, cfg, start, l, nil)
-	return l, nil
+	r.attempted(ctx, p, l.key, cfg, start, l, nil)
 }
 
 // confirmFence is the second round of a fenced acquire: raise the fence
@@ -491,9 +490,7 @@ func (l *Lock) confirmFence(ctx context.Context, token uint64) error {
 		return joinCtx(t.error(opFence, l.key), ctxErr)
 	}
 	if left := l.until.Sub(l.r.clock.Now()); left <= l.cfg.minValidity {
-		qe := t.error(opFence, l.key)
-		qe.Late, qe.Validity = true, left
-		return qe
+		return t.late(opFence, l.key, left)
 	}
 	l.token = token
 	return nil
@@ -540,22 +537,13 @@ func (l *Lock) deadlineLocked(now, by time.Time, nodeTimeout time.Duration) (tim
 // path of Unlock and of every rollback. For an Unlock it returns the phase to
 // collect, and wakes this process's goroutines waiting for the key: their
 // acquires queue behind the release on every lane, so they find every master
-// released. A rollback is not collected: the keys expire anyway.
+// released. A rollback is not collected: the keys expire anyway. A rollback
+// with h not nil also registers the call h for the key's next release.
 //
 // A release that frees the key tells the next Lock call queued on the
 // masters; one of a lock that came from a waiting call also takes that
 // call's registrations off (see [handoff]).
-func (l *Lock) release(ctx context.Context, unlock bool) *phase {
-	return l.releasing(ctx, unlock, nil)
-}
-
-// rollback undoes a failed attempt (see release), and registers the call h
-// for the key's next release when h is not nil.
-func (l *Lock) rollback(ctx context.Context, h *handoff) {
-	l.releasing(ctx, false, h)
-}
-
-func (l *Lock) releasing(ctx context.Context, unlock bool, h *handoff) *phase {
+func (l *Lock) release(ctx context.Context, unlock bool, h *handoff) *phase {
 	deadline, _ := l.nextDeadline(time.Time{})
 	q := l.request(OpRelease, 0, 0)
 	q.Waiter, _ = l.r.wake.name()

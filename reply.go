@@ -62,13 +62,10 @@ func flag(v any, err error) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	switch n {
-	case 0:
-		return false, nil
-	case 1:
-		return true, nil
+	if n != 0 && n != 1 {
+		return false, badReplyf("script answered %d, want 0 or 1", n)
 	}
-	return false, badReplyf("script answered %d, want 0 or 1", n)
+	return n == 1, nil
 }
 
 // fence reads the reply of the fenced acquire: 0 when the key was taken, else

@@ -95,10 +95,7 @@ func (s *scheduler) placeLocked(l *Lock, due time.Time) {
 		heap.Push(&s.queue, l)
 	}
 	if l.pos == 1 {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+		notify(s.wake)
 	}
 	if !s.running {
 		s.running = true
@@ -161,10 +158,7 @@ func (s *scheduler) close() {
 		l.mu.Unlock()
 	}
 	s.queue = nil
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	notify(s.wake)
 }
 
 // loop sleeps until the earliest due time and dispatches what is due.

@@ -167,7 +167,7 @@ func (t *turn) wait(ctx context.Context) (*Lock, error) {
 			l, partial, now := t.h.take(t.cfg)
 			switch {
 			case l != nil:
-				t.r.handed(ctx, t.h, l, t.cfg)
+				t.r.started(ctx, nil, l, t.cfg, t.h.regStart)
 				return l, nil
 			case now, t.h.retried():
 				// Woken by a quorum, handed under a registration too old to
@@ -190,7 +190,7 @@ func (t *turn) wait(ctx context.Context) (*Lock, error) {
 		}
 		if t.h != nil { // handed by a quorum while woken otherwise: take it
 			if l, _, _ := t.h.take(t.cfg); l != nil {
-				t.r.handed(ctx, t.h, l, t.cfg)
+				t.r.started(ctx, nil, l, t.cfg, t.h.regStart)
 				return l, nil
 			}
 		}
@@ -211,12 +211,4 @@ func (t *turn) end(held *Lock) {
 	if t.w != nil {
 		t.r.waiters.leave(t.key, t.w)
 	}
-}
-
-// handed starts the life of l, a lock handed to the call h.
-func (r *Redlock) handed(ctx context.Context, h *handoff, l *Lock, cfg *config) {
-	if cfg.autoExtend {
-		r.sched.place(l, time.Time{})
-	}
-	r.attempted(ctx, nil, l.key, cfg, h.regStart, l, nil)
 }

@@ -181,7 +181,7 @@ func parsePlainURL(s, shown string, u *url.URL) (*redis.Options, error) {
 	}
 	o, err := redis.ParseURL(s)
 	if err != nil {
-		return nil, configErr("master URL", "%s: %s; want %s", shown, urlProblem(s, err, parsePlain), wantPlainURL)
+		return nil, configErr("master URL", "%s: %s; want %s", shown, urlProblem(s, err, redis.ParseURL), wantPlainURL)
 	}
 	failFast(&o.MaxRetries, &o.DialerRetries, &o.DialTimeout, &o.ContextTimeoutEnabled)
 	return o, nil
@@ -192,7 +192,7 @@ func parsePlainURL(s, shown string, u *url.URL) (*redis.Options, error) {
 func parseSentinelURL(s, shown string) (*redis.FailoverOptions, error) {
 	o, err := redis.ParseFailoverURL(s)
 	if err != nil {
-		return nil, configErr("master URL", "%s: %s; want %s", shown, urlProblem(s, err, parseFailover), wantSentinelURL)
+		return nil, configErr("master URL", "%s: %s; want %s", shown, urlProblem(s, err, redis.ParseFailoverURL), wantSentinelURL)
 	}
 	switch {
 	case o.MasterName == "":
@@ -212,7 +212,7 @@ func parseClusterURL(s, shown string, u *url.URL) (*redis.ClusterOptions, error)
 	}
 	o, err := redis.ParseClusterURL(s)
 	if err != nil {
-		return nil, configErr("master URL", "%s: %s; want %s", shown, urlProblem(s, err, parseCluster), wantClusterURL)
+		return nil, configErr("master URL", "%s: %s; want %s", shown, urlProblem(s, err, redis.ParseClusterURL), wantClusterURL)
 	}
 	failFast(&o.MaxRetries, &o.DialerRetries, &o.DialTimeout, &o.ContextTimeoutEnabled)
 	return o, nil
@@ -234,11 +234,6 @@ func failFast(maxRetries, dialerRetries *int, dialTimeout *time.Duration, ctxTim
 	}
 	*ctxTimeout = true
 }
-
-// go-redis's parsers, their options dropped, for urlProblem.
-func parsePlain(s string) error    { _, err := redis.ParseURL(s); return err }
-func parseFailover(s string) error { _, err := redis.ParseFailoverURL(s); return err }
-func parseCluster(s string) error  { _, err := redis.ParseClusterURL(s); return err }
 
 // NewFromURLs returns a Redlock over one go-redis client per URL (see
 // [ParseMaster] for the forms accepted — one server, a Sentinel-managed
@@ -364,9 +359,9 @@ func passwordSpan(rawURL string) (colon, at int, ok bool) {
 // of the URL (the path, for a database number), and an "@" outside the host
 // part puts the password there: for a URL with a password it is the
 // complaint about the redacted URL.
-func urlProblem(rawURL string, err error, parse func(string) error) string {
+func urlProblem[T any](rawURL string, err error, parse func(string) (T, error)) string {
 	if RedactURL(rawURL) != rawURL {
-		if err = parse(RedactURL(rawURL)); err == nil {
+		if _, err = parse(RedactURL(rawURL)); err == nil {
 			return "not a valid master URL"
 		}
 	}

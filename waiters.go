@@ -89,7 +89,7 @@ func (ws *waiters) leave(key string, w *waiter) {
 		select {
 		case <-w.wake:
 			if i == 0 {
-				notify(q[0])
+				notify(q[0].wake)
 			}
 		default:
 		}
@@ -117,13 +117,15 @@ func (ws *waiters) wake(key string) {
 	defer ws.mu.Unlock()
 	ws.releases[ws.slotLocked(key)]++
 	if q := ws.keys[key]; len(q) > 0 {
-		notify(q[0])
+		notify(q[0].wake)
 	}
 }
 
-func notify(w *waiter) {
+// notify leaves a notice in ch, a channel of capacity 1, unless one is
+// pending already.
+func notify(ch chan struct{}) {
 	select {
-	case w.wake <- struct{}{}:
-	default: // already has one pending
+	case ch <- struct{}{}:
+	default:
 	}
 }

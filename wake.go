@@ -93,7 +93,8 @@ func (n *redisNode) subscribe(ctx context.Context, channel string) pubsub {
 }
 
 func newWakeups(r *Redlock) *wakeups {
-	w := &wakeups{r: r, channel: "redlock:wake:" + uuid.NewString()}
+	w := &wakeups{r: r, channel: "redlock:wake:" + uuid.NewString(),
+		hands: make(map[string]*handoff), marks: make(map[string]mark)}
 	w.chans, w.boxes = make([]string, len(r.nodes)), make([]any, len(r.nodes))
 	for i := range r.nodes {
 		w.chans[i] = w.channel + "/" + strconv.Itoa(i)
@@ -175,14 +176,6 @@ func (w *wakeups) start(ctx context.Context, key string, timeout time.Duration) 
 	}
 	if w.r.obs != nil {
 		w.report(ctx, key, errs, took)
-	}
-}
-
-// message is a word from master i on this Redlock's channel: "h" and a
-// hand-off, or "w" and a wake-up (see [handoff]).
-func (w *wakeups) message(payload string, i int) {
-	if strings.HasPrefix(payload, "h") || strings.HasPrefix(payload, "w") {
-		w.handedTo(payload[1:], i, payload[0] == 'w')
 	}
 }
 

@@ -5,13 +5,7 @@
 -- refused it. Where KEYS[1] does not exist (the master restarted empty, or
 -- a contender that won it in a split acquire rolled back), a renew sets it
 -- to ARGV[1] for ARGV[2] ms. Why it is safe: "Renewals and lost locks" in
--- docs/internals.md.
--- An owned lock's key (a hash, see hold.lua) is not ours: GET's WRONGTYPE
--- error is a refusal. Any other error (an ACL refusal) stays an error.
-local v = redis.pcall('GET', KEYS[1])
-if type(v) == 'table' and v.err and not string.find(v.err, 'WRONGTYPE', 1, true) then
-  return v
-end
+-- docs/internals.md. v is KEYS[1]'s (get.lua).
 if v == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end

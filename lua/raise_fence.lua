@@ -5,13 +5,7 @@
 -- holder's round 1 may already have read the counter.
 --
 -- ARGV[2] is written as sent (a decimal integer below 2^53, from round 1), so
--- no number is converted back to a string here.
--- An owned lock's key (a hash, see hold.lua) is not ours: GET's WRONGTYPE
--- error is a refusal. Any other error (an ACL refusal) stays an error.
-local v = redis.pcall('GET', KEYS[1])
-if type(v) == 'table' and v.err and not string.find(v.err, 'WRONGTYPE', 1, true) then
-  return v
-end
+-- no number is converted back to a string here. v is KEYS[1]'s (get.lua).
 if v ~= ARGV[1] then
   return 0
 end

@@ -6,15 +6,8 @@
 --
 -- The master reads this script's bytes on every call (it goes with EVAL,
 -- see node.go): the code is kept short, its names too, and the comments
--- (stripped before sending) say what they are.
---
--- An owned lock's key (a hash, see hold.lua) is not ours: GET's WRONGTYPE
--- error is a refusal. Any other error (an ACL refusal) stays an error.
+-- (stripped before sending) say what they are. v is KEYS[1]'s (get.lua).
 local k = KEYS[1]
-local v = P('GET', k)
-if type(v) == 'table' and v.err and not v.err:find('WRONGTYPE', 1, true) then
-  return v
-end
 if v ~= ARGV[1] then
   return 0
 end
