@@ -5,9 +5,8 @@
 -- the key on to the first call waiting for it, as release.lua does. An
 -- owned lock's call sends it with no value ahead of hold.lua's release.
 --
--- The master reads this script's bytes on every call (it goes with EVAL,
--- see node.go): the code is kept short, its names too, and the comments
--- (stripped before sending) say what they are. v is KEYS[1]'s (get.lua).
+-- Names are short: the master reads the bytes on every EVAL (see script in
+-- node.go). v is KEYS[1]'s value (get.lua).
 local k, q = KEYS[1], KEYS[2]
 -- q: the key's queue of waiting Lock calls (see handon.lua). ch: the
 -- releasing Redlock's channel, pl: the place to queue the call at ('0': it

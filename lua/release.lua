@@ -4,9 +4,8 @@
 -- it has none): its Unlock wakes its own goroutines. Calls register in the
 -- queue through handoff.lua.
 --
--- The master reads this script's bytes on every call (it goes with EVAL,
--- see node.go): the code is kept short, its names too, and the comments
--- (stripped before sending) say what they are. v is KEYS[1]'s (get.lua).
+-- Names are short: the master reads the bytes on every EVAL (see script in
+-- node.go). v is KEYS[1]'s value (get.lua).
 local k = KEYS[1]
 if v ~= ARGV[1] then
   return 0
