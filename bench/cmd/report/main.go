@@ -396,6 +396,9 @@ func render(r results, cpu, cmdline string) string {
 	if q, n := r.ratio(lu("wire", 9), lu("wire", 1), "ns/op"); n > 0 {
 		ref = append(ref, fmt.Sprintf("the wire floor's %.2f×", q))
 	}
+	if q, n := r.ratio(lu("redsync", 9), lu("redsync", 1), "ns/op"); n > 0 {
+		ref = append(ref, fmt.Sprintf("redsync's %.2f×", q))
+	}
 	// What the floors leave for a target against redsync: no client does
 	// less than the wire floor, and no go-redis client much less than the
 	// go-redis floor.
@@ -406,9 +409,6 @@ func render(r results, cpu, cmdline string) string {
 		if q, k := r.ratio(lu("floor", n), lu("redsync", n), "ns/op"); k > 0 {
 			ref = append(ref, fmt.Sprintf("the go-redis floor ÷ redsync %.2f×", q))
 		}
-	}
-	if q, n := r.ratio(lu("redsync", 9), lu("redsync", 1), "ns/op"); n > 0 {
-		ref = append(ref, fmt.Sprintf("redsync's %.2f×", q))
 	}
 	if vs := r.values(bn("Contended", "redsync", 5), "maxshare-%"); len(vs) > 0 {
 		ref = append(ref, fmt.Sprintf("redsync's largest share of wins on one key %.1f%% (median %.1f%%)", slices.Max(vs), median(vs)))
