@@ -349,7 +349,6 @@ func restartScript(delayed bool) func(context.Context, *env) error {
 		if !sleep(ctx, e.warm()) {
 			return nil
 		}
-		others := e.last(e.n - e.quorum)
 		var restarted []int
 		for i := range 2*e.quorum - e.n {
 			restarted = append(restarted, i)
@@ -366,11 +365,7 @@ func restartScript(delayed bool) func(context.Context, *env) error {
 				e.gate.Unlock()
 			}
 		}()
-		cut.set(others, true)
-		fc := e.rec.faultBegin(kindPartition, others, "cut off from the scripted holder while it acquires")
-		h := e.acquire(ctx, c, key, 2*e.ttl, redlock.WithTTL(ttl))
-		e.rec.faultEnd(fc)
-		cut.set(others, false)
+		h := e.onBareMajority(ctx, c, cut, key, ttl)
 		if h == nil {
 			if ctx.Err() != nil {
 				return nil
@@ -401,6 +396,20 @@ func restartScript(delayed bool) func(context.Context, *env) error {
 		}
 		return e.undo(fr, restarted, "start", e.cl.Start)
 	}
+}
+
+// onBareMajority has the scripted client c (made with cut.wrap) lock key
+// for ttl on masters 0 to Q-1 alone: the N-Q others are cut off from it
+// while it acquires (a partition on its side: none of its requests reaches
+// them), then healed. It returns nil when the lock was not taken.
+func (e *env) onBareMajority(ctx context.Context, c *client, cut *cutoff, key string, ttl time.Duration) *holding {
+	others := e.last(e.n - e.quorum)
+	cut.set(others, true)
+	fc := e.rec.faultBegin(kindPartition, others, "cut off from the scripted holder while it acquires")
+	h := e.acquire(ctx, c, key, 2*e.ttl, redlock.WithTTL(ttl))
+	e.rec.faultEnd(fc)
+	cut.set(others, false)
+	return h
 }
 
 // shardKill kills, on each of the minority of masters (Redis Clusters), the
@@ -465,7 +474,7 @@ func shardKill(ctx context.Context, e *env) error {
 
 // failoverScript cuts master 0's replication link, then gives a
 // scripted holder the first key on a bare majority, masters 0 to Q-1 (the
-// others cut off from it while it acquires, as in restartScript): master
+// others cut off from it while it acquires: onBareMajority): master
 // 0's primary acknowledges a key its replica never gets. Then that primary
 // is killed and the Sentinel promotes the replica, without the key. The
 // workload resumes; the holder writes until another holder wrote or its
@@ -484,7 +493,6 @@ func failoverScript(ctx context.Context, e *env) error {
 	if !sleep(ctx, e.warm()) {
 		return nil
 	}
-	others := e.last(e.n - e.quorum)
 	key := e.keys[0]
 	e.gate.Lock()
 	gated := true
@@ -497,11 +505,7 @@ func failoverScript(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	cut.set(others, true)
-	fc := e.rec.faultBegin(kindPartition, others, "cut off from the scripted holder while it acquires")
-	h := e.acquire(ctx, c, key, 2*e.ttl, redlock.WithTTL(immediateHolderTTLs*e.ttl))
-	e.rec.faultEnd(fc)
-	cut.set(others, false)
+	h := e.onBareMajority(ctx, c, cut, key, immediateHolderTTLs*e.ttl)
 	if h == nil && ctx.Err() == nil && !e.confirm {
 		return fmt.Errorf("the scripted holder could not lock %s on the bare majority", key)
 	}
