@@ -119,8 +119,8 @@ func TestRestartGateKeepsOneHolder(t *testing.T) {
 // TestRestartGateCases pins down what the gate does in each case
 // docs/internals.md lists: a master up for less than the gate refuses
 // every vote (acquire, Extend) with an error that says when its votes
-// count; one up for longer votes; a restart with its data (AOF) keeps the
-// start time it had; FLUSHALL does not close the gate of a master up for
+// count; one up for longer votes; a restart with its data (AOF) is a
+// restart like any other; FLUSHALL does not close the gate of a master up for
 // longer (it is not a restart); a TTL longer than the gate is refused.
 func TestRestartGateCases(t *testing.T) {
 	const gate = 2 * time.Second
@@ -147,8 +147,9 @@ func TestRestartGateCases(t *testing.T) {
 		t.Error("New with a negative gate: no error")
 	}
 
-	// A restart with its data (appendfsync always) keeps the start time the
-	// gate cached next to the key: no gate for that key.
+	// A restart with its data (appendfsync always) closes the gate as one
+	// without: the process is new, whatever it restored (an AOF may lose
+	// the last second, an RDB snapshot everything after it).
 	key := testKey(t)
 	l, err = r.TryLock(ctx, key)
 	if err != nil {
@@ -157,10 +158,9 @@ func TestRestartGateCases(t *testing.T) {
 	if err := c.Servers[0].Restart(true); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Extend(ctx, time.Second); err != nil {
-		t.Errorf("Extend right after a restart with the data: %v; want it counted (the cached start time survived)", err)
+	if err := l.Extend(ctx, time.Second); gateRefusals(err) != 1 {
+		t.Errorf("Extend right after a restart with the data = %v; want the restart gate's refusal", err)
 	}
-	// Another key, whose start time was not cached: the gate is closed.
 	if _, err := r.TryLock(ctx, testKey(t)); gateRefusals(err) != 1 {
 		t.Errorf("TryLock of a new key right after the restart = %v; want the restart gate's refusal", err)
 	}
@@ -272,4 +272,100 @@ func TestRestartGateNoHandOffFromGatedMaster(t *testing.T) {
 			t.Errorf("a waiting call got the lock %v before A's lock ended", la.Until().Sub(at))
 		}
 	}
+}
+
+// TestRestartGatePersistence is the review's schedule, under each
+// persistence mode a master can restart with: three masters, gate = TTL.
+// Every master has seen gated votes before (an earlier gate cached its
+// start next to the key), master 0 saved a snapshot (RDB) or logs every
+// write (AOF), A then holds the key on a bare majority (masters 0 and 1),
+// and master 0 is SIGKILLed and restarts with what it persisted. Whatever
+// it restored, its process started less than the gate ago: its vote must
+// not count, so B cannot take the key while A's lock is valid.
+func TestRestartGatePersistence(t *testing.T) {
+	const gate = 2 * time.Second
+	for _, mode := range []string{"none", "rdb", "aof"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			c := redistest.StartT(t, 3, redistest.Options{AppendOnly: mode == "aof"})
+			cs := gateClients(t, c)
+			nodes := []Node{NewNode(cs[0]), NewNode(cs[1]), NewNode(cs[2])}
+			opts := []Option{WithTTL(gate), WithRestartGate(gate)}
+			a, b := newRedlock(t, nodes, opts...), newRedlock(t, nodes, opts...)
+			ctx := context.Background()
+			key := testKey(t)
+			// The fresh masters' own gate (uptime counts in whole seconds,
+			// read up to a second high).
+			time.Sleep(gate + 2*time.Second)
+			lb, err := b.TryLock(ctx, key)
+			if err != nil {
+				t.Fatalf("B before the restart: %v", err)
+			}
+			if err := lb.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if mode == "rdb" {
+				if err := cs[0].Save(ctx).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			la, err := a.TryLock(ctx, key)
+			if err != nil {
+				t.Fatalf("A: %v", err)
+			}
+			settle(a)
+			// A's acquire on master 2 was lost: A holds masters 0 and 1.
+			if err := cs[2].Del(ctx, key).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Servers[0].Restart(true); err != nil {
+				t.Fatal(err)
+			}
+			if mode != "aof" {
+				if n, err := cs[0].Exists(ctx, key).Result(); err != nil || n != 0 {
+					t.Fatalf("master 0 came back with A's key (EXISTS = %d, %v): the schedule does not lose it", n, err)
+				}
+			}
+			lb, err = b.TryLock(ctx, key)
+			if err == nil {
+				t.Fatalf("B took the key %v before A's lock ends: two holders (master 0 restarted from %s counted)",
+					time.Until(la.Until()).Round(time.Millisecond), mode)
+			}
+			if n := gateRefusals(err); n != 1 {
+				t.Errorf("B's TryLock = %v; want master 0 refused by the restart gate (refusals: %d)", err, n)
+			}
+		})
+	}
+}
+
+// TestRestartGateRounding: INFO's uptime_in_seconds is the difference of
+// two whole seconds, so it reads up to a second high. A master started
+// just before a second turns reads 1 s of uptime within milliseconds; the
+// gate must still not open before the process has been up the gate.
+func TestRestartGateRounding(t *testing.T) {
+	const gate = 2 * time.Second
+	// Start the master 30 ms before a second turns, by the wall clock (Redis
+	// counts its uptime in wall-clock seconds).
+	now := time.Now()
+	time.Sleep(now.Truncate(time.Second).Add(time.Second - 30*time.Millisecond).Sub(now))
+	launched := time.Now()
+	s := redistest.StartServerT(t, redistest.Options{})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	r := newRedlock(t, []Node{NewNode(c)}, WithTTL(time.Second), WithRestartGate(gate))
+	ctx := context.Background()
+	for end := launched.Add(gate + 3*time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		l, err := r.TryLock(ctx, testKey(t))
+		if err == nil {
+			if up := time.Since(launched); up < gate {
+				t.Fatalf("the gate opened %v after the master was launched; want no earlier than %v", up.Round(time.Millisecond), gate)
+			}
+			_ = l.Unlock(ctx)
+			return
+		}
+		if gateRefusals(err) != 1 {
+			t.Fatalf("TryLock = %v; want the restart gate's refusal or the lock", err)
+		}
+	}
+	t.Fatalf("the gate did not open within %v", gate+3*time.Second)
 }

@@ -6,9 +6,8 @@ import (
 	"sync"
 )
 
-// The keys kept next to a lock key — its fence counter ([FenceKey]), its
-// queue of waiting calls ([WaitKey]) and its restart gate's cache of the
-// master's start time ([EpochKey]) — are named so that a Redis Cluster
+// The keys kept next to a lock key — its fence counter ([FenceKey]) and its
+// queue of waiting calls ([WaitKey]) — are named so that a Redis Cluster
 // puts them in the lock key's hash slot: every script touches the lock key
 // and one of them, and a cluster refuses a script whose keys are in two
 // slots (CROSSSLOT).
@@ -16,7 +15,7 @@ import (
 // A cluster hashes only a key's hash tag, when it has one: the bytes between
 // its first '{' and the first '}' after it, when there is at least one.
 // Else it hashes the whole key. So the name of a derived key (NAME is
-// "fence", "waiters" or "epoch") is:
+// "fence" or "waiters") is:
 //
 //  1. key:NAME, when key has a hash tag: it keeps key's tag, since the
 //     suffix has no braces. These names did not change.
@@ -41,10 +40,10 @@ func derivedKey(key, name string) string {
 }
 
 // derivedFrom reports whether a lock key of this name would be refused
-// because it has the shape of a derived key: which kind ("fence", "waiters"
-// or "epoch"), and the lock key it belongs to when there is one.
+// because it has the shape of a derived key: which kind ("fence" or
+// "waiters"), and the lock key it belongs to when there is one.
 func derivedFrom(key string) (name, lock string, ok bool) {
-	for _, name := range [...]string{"fence", "waiters", "epoch"} {
+	for _, name := range [...]string{"fence", "waiters"} {
 		if lock, ok := strings.CutSuffix(key, ":"+name); ok {
 			return name, lock, true
 		}

@@ -212,13 +212,6 @@ func FenceKey(key string) string { return derivedKey(key, "fence") }
 // [*ConfigError].
 func WaitKey(key string) string { return derivedKey(key, "waiters") }
 
-// EpochKey is the name of the restart gate's cache, kept on each master next
-// to key, of the master's start time ([WithRestartGate], lua/gate.lua). It
-// expires 10 minutes after it was made, and is made again from the master's
-// uptime. It is named as [FenceKey] is, with "epoch" for "fence"; Lock and
-// TryLock refuse keys of either shape with a [*ConfigError].
-func EpochKey(key string) string { return derivedKey(key, "epoch") }
-
 // The scripts, sent with EVAL every time (see script).
 var (
 	//go:embed lua/release.lua
@@ -500,7 +493,7 @@ func confirmed(q *Request, wait *redis.Cmd) {
 // gateCommand asks the master of q, a vote behind a restart gate, how long
 // until its votes count (lua/gate.lua).
 func gateCommand(ctx context.Context, q *Request) *redis.Cmd {
-	return redis.NewCmd(ctx, "eval", gateSrc, 1, EpochKey(q.Key), q.Gate.Milliseconds())
+	return redis.NewCmd(ctx, "eval", gateSrc, 1, boxed(q.key, q.Key), q.Gate.Milliseconds())
 }
 
 // gated reports whether q is a vote behind a restart gate.

@@ -199,14 +199,17 @@ func WithAutoExtend() Option {
 // [*ConfigError]).
 //
 // The go-redis Node asks each master, in the same pipeline and just before
-// each vote, how long it has been up (lua/gate.lua: the master's TIME less
-// its start time, read once from INFO and kept next to the key, see
-// [EpochKey]); a vote from a master up for less than gate fails with an
+// each vote, how long its process has been up (lua/gate.lua: INFO's
+// uptime_in_seconds less the second it may read high, on every vote, so
+// that nothing a snapshot or an AOF brings back can vouch for a new
+// process); a vote from a master up for less than gate fails with an
 // error wrapping [ErrRestartGate] and is rolled back like any failed vote.
-// It adds no round trip; it costs an EVAL per vote (see the README's
-// benchmark), and the ACL permissions +info and +eval. What it covers —
-// restarts with and without data, FLUSHALL, cluster shards, failovers —
-// is in the README ("Guarantees") and docs/internals.md.
+// Uptime counts in whole seconds: the gate lasts up to 2 s longer than
+// asked, never shorter. It adds no round trip; it costs an EVAL and an
+// INFO per vote (see the README's benchmark), and the ACL permissions
+// +info and +eval. What it covers — restarts with and without data,
+// FLUSHALL, cluster shards, failovers — is in the README ("Guarantees")
+// and docs/internals.md.
 //
 // Default: 0, off. A master's first minutes are a gate's cost: masters
 // started just before the first lock (a test run, a fresh deployment) give

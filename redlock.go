@@ -209,7 +209,7 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (_ *Lock
 		if ctx.Err() != nil || (cfg.maxAttempts > 0 && n >= cfg.maxAttempts) {
 			return nil, joinCtx(err, ctx.Err())
 		}
-		t.refused(ctx)
+		t.refused(ctx, err)
 	}
 }
 
@@ -393,8 +393,6 @@ func derivedKeyErr(key, name, lock string) error {
 	switch name {
 	case "waiters":
 		what, fn, one = "queues of waiting Redlocks", "WaitKey", "queue"
-	case "epoch":
-		what, fn, one = "restart gates' start times", "EpochKey", "start time"
 	}
 	shape := "ends in \":" + name + "\""
 	if !strings.HasSuffix(key, ":"+name) {

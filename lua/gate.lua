@@ -1,19 +1,18 @@
 -- restart gate: how long until this master's votes count again. A master
--- that restarted (empty or not) votes only once it has been up ARGV[1] ms.
--- KEYS[1] caches its start time in ms, by its own clock (TIME less the
--- uptime INFO reports, in whole seconds: an estimate later than the real
--- start, so the gate never ends early); a restart without data loses the
--- cache with the keys, and a missing or unreadable one is made again. It
--- expires after 10 minutes. Returns the ms left, 0 when the votes count.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local start = tonumber(redis.call('GET', KEYS[1]) or '')
-if not start then
-  local up = string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)')
-  start = now - tonumber(up) * 1000
-  redis.call('SET', KEYS[1], string.format('%.0f', start), 'PX', 600000)
+-- whose process started less than ARGV[1] ms ago gets no vote, whatever it
+-- restored from disk (an RDB snapshot or an AOF): the evidence is the
+-- running process's own uptime, read from INFO on every gated vote, never
+-- a key that a snapshot could bring back. uptime_in_seconds is the
+-- difference of two whole seconds (now and the start, each truncated), so
+-- it reads up to 1 s high: one second less is counted, and the gate ends
+-- late, never early. KEYS[1] is the lock key, not read: it routes this
+-- script to the key's shard on a master that is a cluster or a ring.
+-- Returns the ms left, 0 when the votes count.
+local up = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)'))
+if not up then
+  return redis.error_reply('INFO server has no uptime_in_seconds')
 end
-local left = start + tonumber(ARGV[1]) - now
+local left = tonumber(ARGV[1]) - (up - 1) * 1000
 if left > 0 then
   return left
 end
