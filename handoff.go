@@ -36,6 +36,7 @@ type handoff struct {
 	counting    bool      // the masters' hand-offs under reg count: no attempt is out
 	seen        []bool    // masters that handed the key under reg
 	count       int
+	nudged      bool // a rollback's wake-up came under reg (see handed)
 	held        *Lock // the lock the call took by hand-off, if it did
 	retry       bool  // the call should try now rather than wait (see poke)
 	// stale withdraws a registration that an Unlock left behind the next
@@ -79,7 +80,7 @@ func (h *handoff) register(deadline time.Time) uint64 {
 	h.regStart, h.regDeadline = h.r.clock.Now(), deadline
 	h.counting = true
 	clear(h.seen)
-	h.count = 0
+	h.count, h.nudged = 0, false
 	return h.reg
 }
 
@@ -92,7 +93,7 @@ func (h *handoff) attempting() {
 	defer h.mu.Unlock()
 	h.counting = false
 	clear(h.seen)
-	h.count = 0
+	h.count, h.nudged = 0, false
 }
 
 // at returns the place h's registrations are queued at.
@@ -105,10 +106,12 @@ func (h *handoff) at() int64 {
 // registered reports whether a registration of h was sent.
 func (h *handoff) registered() bool { return h != nil && h.current() > 0 }
 
-// handed counts master i's hand-off under registration reg, and reports
-// false when nobody will use it. The call is alive (w.handsMu held: h is
-// in the table, see [wakeups.end]).
-func (h *handoff) handed(reg uint64, i int) bool {
+// handed counts master i's hand-off (or wake-up) under registration reg,
+// and reports false when nobody will use it. A nudge (a wake-up that a
+// failed attempt's rollback sent) is not counted: it only cuts the call's
+// wait as a word from fewer than a quorum does (see [turn.wait]). The call
+// is alive (w.handsMu held: h is in the table, see [wakeups.end]).
+func (h *handoff) handed(reg uint64, i int, nudge bool) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
@@ -121,8 +124,12 @@ func (h *handoff) handed(reg uint64, i int) bool {
 		// call's next rollback deletes it and queues the call again.
 		return true
 	}
-	h.seen[i] = true
-	h.count++
+	if nudge {
+		h.nudged = true
+	} else {
+		h.seen[i] = true
+		h.count++
+	}
 	notify(h.wake)
 	return true
 }
@@ -130,7 +137,7 @@ func (h *handoff) handed(reg uint64, i int) bool {
 // take returns the lock the call holds when a quorum of masters handed it
 // the key under its latest registration with more than the minimum
 // validity left; nil otherwise. partial reports that fewer than a quorum
-// did; now that the call should try now: a quorum woke it (ttl 0), or
+// did, or that a rollback nudged the call; now that the call should try now: a quorum woke it (ttl 0), or
 // handed it the key under a registration too old to leave the minimum
 // validity (it must register again, which its next attempt's rollback
 // does: the key is then handed to it afresh).
@@ -138,7 +145,7 @@ func (h *handoff) take(cfg *config) (l *Lock, partial, now bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.counting || h.count < h.r.quorum {
-		return nil, h.counting && h.count > 0, false
+		return nil, h.counting && (h.count > 0 || h.nudged), false
 	}
 	until, _, valid := cfg.deadline(h.regStart, h.r.clock.Now())
 	if !valid || h.ttl == 0 {
@@ -219,9 +226,11 @@ func stopTimer(t **time.Timer) {
 }
 
 // message is a word from master i on this Redlock's channel: "h" and a
-// hand-off, or "w" and a wake-up, each "hand|reg|key".
+// hand-off, "w" and a wake-up, or "r" and a rollback's wake-up (a nudge),
+// each "hand|reg|key".
 func (w *wakeups) message(payload string, i int) {
-	woke := strings.HasPrefix(payload, "w")
+	nudge := strings.HasPrefix(payload, "r")
+	woke := nudge || strings.HasPrefix(payload, "w")
 	if !woke && !strings.HasPrefix(payload, "h") {
 		return
 	}
@@ -236,7 +245,7 @@ func (w *wakeups) message(payload string, i int) {
 	}
 	w.handsMu.Lock()
 	h := w.hands[hand]
-	kept := h != nil && h.key == key && h.handed(reg, i)
+	kept := h != nil && h.key == key && h.handed(reg, i, nudge)
 	w.handsMu.Unlock()
 	if kept || woke {
 		return

@@ -152,6 +152,9 @@ type Request struct {
 	// the Key waitKey was made from.
 	waitKey, waiter any
 	waitFor         string
+	// rollback, on OpRelease, says the release undoes a failed attempt: a
+	// call it wakes is only nudged (lua/handon.lua).
+	rollback bool
 	// lock is the lock an OpExtend extends, told when the request fails
 	// (see [Lock.strayed]); nil for the other Ops.
 	lock *Lock
@@ -537,7 +540,7 @@ func command(ctx context.Context, q *Request) redis.Cmder {
 	case OpRelease:
 		wk, waiter := q.releaseArgs()
 		if q.Hand == "" {
-			return redis.NewCmd(ctx, "eval", releaseSrc, 2, key, wk, value, waiter)
+			return redis.NewCmd(ctx, "eval", releaseSrc, 2, key, wk, value, waiter, q.rollback)
 		}
 		return redis.NewCmd(ctx, "eval", handoffSrc, 2, key, wk, value, waiter, q.Place, q.Hand, q.Reg, q.TTL.Milliseconds(), q.Behind, q.Queued)
 	}
@@ -557,7 +560,7 @@ func holdCommand(ctx context.Context, q *Request, key, value, ms any) redis.Cmde
 		return redis.NewCmd(ctx, "eval", holdSrc, 1, key, "extend", value, ms)
 	case OpRelease:
 		wk, waiter := q.releaseArgs()
-		return redis.NewCmd(ctx, "eval", holdSrc, 2, key, wk, "release", value, waiter)
+		return redis.NewCmd(ctx, "eval", holdSrc, 2, key, wk, "release", value, waiter, q.rollback)
 	}
 	return unknownOp(q)
 }

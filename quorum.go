@@ -547,6 +547,7 @@ func (l *Lock) release(ctx context.Context, unlock bool, h *handoff) *phase {
 	deadline, _ := l.nextDeadline(time.Time{})
 	q := l.request(OpRelease, 0, 0)
 	q.Waiter, _ = l.r.wake.name()
+	q.rollback = !unlock
 	// The call's queue work rides on the release (handoff.lua), but for an
 	// owned lock: hold.lua keeps none, and it goes in a request of its own
 	// just before.

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -36,6 +37,10 @@ type turn struct {
 	pause     time.Duration // how long the next wait lasts at most; 0: try at once
 	step      time.Duration // what a notice from fewer than a quorum cuts a wait to
 	shortened bool          // such a notice cut a wait of the call short already
+	// paced: the last attempt was refused by closed restart gates or
+	// replicas that did not confirm. A notice from the masters says the key
+	// is free, not that their votes will count: it does not cut the wait.
+	paced bool
 }
 
 // handGrace is how long a call that some masters handed the key to (or
@@ -94,12 +99,13 @@ func (t *turn) attempt(ctx context.Context) (*Lock, error) {
 	return t.r.acquire(ctx, t.key, t.cfg, t.h)
 }
 
-// refused readies the next wait after a refused attempt: none when the key
-// was released locally while the attempt was out, or when the Redlock just
-// started listening for wake-ups (a release may have come before anyone
-// listened); else the backoff, which then grows.
-func (t *turn) refused(ctx context.Context) {
+// refused readies the next wait after an attempt refused with err: none
+// when the key was released locally while the attempt was out, or when the
+// Redlock just started listening for wake-ups (a release may have come
+// before anyone listened); else the backoff, which then grows.
+func (t *turn) refused(ctx context.Context, err error) {
 	t.pause = 0
+	t.paced = errors.Is(err, ErrRestartGate) || errors.Is(err, ErrNotReplicated)
 	if t.w == nil {
 		var missed bool
 		if t.w, missed = t.r.waiters.join(t.key, t.released); missed {
@@ -169,6 +175,9 @@ func (t *turn) wait(ctx context.Context) (*Lock, error) {
 			case l != nil:
 				t.r.started(ctx, nil, l, t.cfg, t.h.regStart)
 				return l, nil
+			case t.paced:
+				// The votes that refused the last attempt are not counted
+				// any sooner for the key being free: the backoff decides.
 			case now, t.h.retried():
 				// Woken by a quorum, handed under a registration too old to
 				// leave the minimum validity, or hand-offs may never come

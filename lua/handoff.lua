@@ -64,7 +64,9 @@ if first then
   P('ZADD', q, pl, me)
 end
 if n == 1 or v == false and first then
-  woke = handon(k, q, not again and ch or nil) -- again: no entry is skipped
+  -- again: no entry is skipped. A rollback that freed the call's own
+  -- attempt only nudges a woken call (handon.lua).
+  woke = handon(k, q, not again and ch or nil, again and v == ARGV[1])
 end
 if bh and woke == 2 or again and not first then
   P('ZADD', q, pl, me)

@@ -1,8 +1,8 @@
 -- handon: the hand-off, written once. node.go puts this file in front of
 -- every script that can free a key (release.lua, handoff.lua, hold.lua).
 --
--- handon(k, q, skip) is called once key k was freed on this master. q is
--- the key's queue of waiting Lock calls, a sorted set by place (the time
+-- handon(k, q, skip, rb) is called once key k was freed on this master. q
+-- is the key's queue of waiting Lock calls, a sorted set by place (the time
 -- the call started, so that every master keeps them in the same order) of
 -- entries 'channel|hand|ttl|reg' (handoff.lua). The first entry not of
 -- channel skip (nil: none skipped) is told, at most 8 looked at, and goes:
@@ -10,16 +10,20 @@
 --     ms in this same script and the call told ('h' hand|reg|key): it
 --     holds the key without a request;
 --   - ttl 0 (a fenced or owned lock's call: its key cannot be handed): the
---     call is woken ('w' hand|reg|key).
+--     call is woken ('w' hand|reg|key), or with rb true, when what freed
+--     the key was a failed attempt's rollback, nudged ('r' hand|reg|key):
+--     the votes that failed it (closed restart gates, replicas that did
+--     not confirm) may fail the next one too, so the call keeps its
+--     backoff's pace rather than trying at once.
 -- An entry nobody listens to any more (its process died) is dropped, and
 -- the next one told. Returns 2 when someone was told, else 0.
 local P = redis.pcall
-local function handon(k, q, skip)
+local function handon(k, q, skip, rb)
   for _, m in ipairs(P('ZRANGE', q, 0, 7)) do
     local c, h, t, r = m:match('^([^|]*)|([^|]+)|(%d+)|(%d+)$')
     if not c or c ~= skip then
       P('ZREM', q, m)
-      local msg, ok = 'w', c
+      local msg, ok = rb and 'r' or 'w', c
       if t ~= '0' then
         msg, ok = 'h', c and P('SET', k, h .. '#' .. r, 'PX', t).ok == 'OK'
       end

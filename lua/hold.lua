@@ -20,7 +20,7 @@
 --           to at least token and make token the owner's. Returns 1, or 0.
 --   extend  ARGV: value, ttl ms: reset the hold's expiry while it is live.
 --   release ARGV: value, wake-up channel (KEYS[2]: the key's queue of
---           waiting calls): drop the hold; the key goes with its last
+--           waiting calls), rollback ('1': of a failed attempt): drop the hold; the key goes with its last
 --           hold, and then the first call queued is told as release.lua
 --           does. Returns 1 when the hold was live, plus 2 when a call was
 --           told. (A waiting owned call queues through handoff.lua.)
@@ -133,8 +133,9 @@ if op == 'release' then
     expire(last)
     if last == 0 then
       -- The key is gone: as in release.lua, the first call queued is told
-      -- (handon.lua), skipping this Redlock's own, which its Unlock wakes.
-      woke = handon(key, KEYS[2], ARGV[3])
+      -- (handon.lua), skipping this Redlock's own, which its Unlock wakes;
+      -- ARGV[4] '1': the release is a failed attempt's rollback.
+      woke = handon(key, KEYS[2], ARGV[3], ARGV[4] == '1')
     end
   end
   return was + woke
