@@ -328,8 +328,13 @@ func (w *wakeups) unlocked(l *Lock, told int) {
 	defer w.handsMu.Unlock()
 	until := time.Now().Add(l.cfg.maxBackoff)
 	switch {
-	case h == nil:
-		w.markLocked(l.key, mark{until: until})
+	case h == nil || l.stayReg == 0:
+		// The Unlock queued nothing: its lock's call was only ever woken
+		// (a fenced, owned, gated or replica-confirmed lock), or there was
+		// no call. The mark alone makes the next Lock wait its turn.
+		if told > 0 {
+			w.markLocked(l.key, mark{until: until})
+		}
 	case h.current() != l.stayReg:
 		// A later Unlock made h stay again meanwhile (another goroutine
 		// took it over, held the key and unlocked it): this one concerns a

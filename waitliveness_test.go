@@ -347,3 +347,43 @@ func waiterRegistered(r *Redlock, key string) bool {
 	}
 	return false
 }
+
+// TestWokenUnlockLeavesMark: the wake-up twin of
+// TestRelockOtherTTLWaitsItsTurn. A fenced lock's key is never handed, so
+// its waiting calls are only woken; a Redlock whose fenced lock came from
+// a waiting call unlocks, which wakes another Redlock's waiting call, and
+// locks the key again at once. Its Unlock leaves the mark that makes that
+// Lock wait its turn behind the woken call instead of racing it.
+func TestWokenUnlockLeavesMark(t *testing.T) {
+	ctx := context.Background()
+	admin := clients(t, masters.Addrs())
+	a := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithFencing(), WithBackoff(10*time.Second, 10*time.Second))
+	b := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithFencing(), WithBackoff(10*time.Second, 10*time.Second))
+	key := testKey(t)
+	first := mustLock(t, b, key)
+	settle(b)
+	gotA := lockAsync(t, ctx, a, key) // a's lock comes from a waiting call
+	waitRegistered(t, admin, key, 1)
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	oa := obtainedWithin(t, admin, key, gotA, 5*time.Second, "a was not woken to take the key")
+	gotB := lockAsync(t, ctx, b, key)
+	waitRegistered(t, admin, key, 1)
+	if err := oa.l.Unlock(ctx); err != nil { // wakes b
+		t.Fatal(err)
+	}
+	a.wake.handsMu.Lock()
+	m, marked := a.wake.marks[key]
+	a.wake.handsMu.Unlock()
+	if !marked || !time.Now().Before(m.until) {
+		t.Fatalf("a's Unlock woke b and left no mark (%v, until %v): a's next Lock would race b", marked, m.until)
+	}
+	gotA = lockAsync(t, ctx, a, key)
+	ob := obtainedWithin(t, admin, key, gotB, 5*time.Second, "b did not get the key after a's Unlock woke it")
+	if err := ob.l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	oa = obtainedWithin(t, admin, key, gotA, 5*time.Second, "a did not get the key at b's release")
+	_ = oa.l.Unlock(ctx)
+}
