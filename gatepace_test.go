@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,4 +117,107 @@ func frozenReplicas(t *testing.T, n int) []*redis.Client {
 		t.Cleanup(func() { _ = r.Resume() })
 	}
 	return cs
+}
+
+// TestNudgeKeepsBackoffPace: a nudge (the wake-up a failed attempt's
+// rollback sends) is not a wake-up. Two waiting calls whose attempts keep
+// failing with their SETs landed (a quorum frees the key at every
+// rollback) nudge each other after every attempt; here the masters'
+// nudges come from the test, every 20 ms, to a fenced waiting call while
+// a holder keeps the key. It keeps its backoff's pace.
+func TestNudgeKeepsBackoffPace(t *testing.T) {
+	const window = 2 * time.Second
+	const minBackoff, maxBackoff = 500 * time.Millisecond, time.Second
+	ctx := context.Background()
+	admin := clients(t, masters.Addrs())
+	holder := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
+	key := testKey(t)
+	l := mustLock(t, holder, key, WithFencing())
+	settle(holder)
+	wcs := clients(t, masters.Addrs())
+	evals := &sentCounter{name: "eval"}
+	for _, c := range wcs {
+		c.AddHook(evals)
+	}
+	w := newRedlock(t, nodesOf(t, wcs), WithFencing(), WithBackoff(minBackoff, maxBackoff))
+	wctx, cancel := context.WithTimeout(ctx, window)
+	defer cancel()
+	got := lockAsync(t, wctx, w, key)
+	waitRegistered(t, admin, key, 1)
+	before := evals.n.Load()
+	for end := time.Now().Add(window); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		for _, c := range admin {
+			entries, err := c.ZRange(ctx, WaitKey(key), 0, -1).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range entries {
+				// channel|hand|ttl|reg, as handon.lua reads it
+				f := strings.Split(e, "|")
+				if len(f) == 4 {
+					c.Publish(ctx, f[0], "r"+f[1]+"|"+f[3]+"|"+key)
+				}
+			}
+		}
+	}
+	if o := <-got; o.err == nil {
+		t.Fatal("the waiting call got the lock the holder keeps")
+	}
+	// An attempt is a fenced acquire and its rollback on every master: at
+	// once, then one per backoff interval, and one more on the wire at the
+	// deadline.
+	attempts, most := (evals.n.Load()-before)/int64(2*len(admin)), int64(window/minBackoff+2)
+	t.Logf("the nudged call made %d attempts in %v", attempts, window)
+	if attempts > most {
+		t.Errorf("the nudged call made %d attempts in %v; want at most %d (one per backoff interval)", attempts, window, most)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestRollbackNudges: the release scripts say whether what freed the key
+// was a failed attempt's rollback: a waiting call they tell is then
+// nudged ("r"), else woken ("w").
+func TestRollbackNudges(t *testing.T) {
+	ctx := context.Background()
+	c := clients(t, masters.Addrs()[:1])[0]
+	for _, owned := range []bool{false, true} {
+		for _, rollback := range []bool{false, true} {
+			key := testKey(t)
+			q := &Request{Op: OpAcquire, Key: key, Value: "v", TTL: time.Minute}
+			if owned {
+				q.Owner = "o"
+			}
+			NewNode(c).Exec(ctx, []*Request{q})
+			if !q.OK {
+				t.Fatalf("acquire: %v", q.Err)
+			}
+			ch := "redlock:wake:test-" + key
+			sub := c.Subscribe(ctx, ch)
+			if _, err := sub.Receive(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.ZAdd(ctx, WaitKey(key), redis.Z{Score: 1, Member: ch + "|hand|0|7"}).Err(); err != nil {
+				t.Fatal(err)
+			}
+			q = &Request{Op: OpRelease, Key: key, Value: "v", Waiter: "other", rollback: rollback}
+			if owned {
+				q.Owner = "o"
+			}
+			NewNode(c).Exec(ctx, []*Request{q})
+			if !q.OK || !q.Woke {
+				t.Fatalf("release (owned %v, rollback %v): OK %v, Woke %v, Err %v", owned, rollback, q.OK, q.Woke, q.Err)
+			}
+			m, err := sub.ReceiveMessage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[bool]string{false: "w", true: "r"}[rollback] + "hand|7|" + key
+			if m.Payload != want {
+				t.Errorf("release (owned %v, rollback %v) told %q; want %q", owned, rollback, m.Payload, want)
+			}
+			sub.Close()
+		}
+	}
 }

@@ -36,7 +36,7 @@ type handoff struct {
 	counting    bool      // the masters' hand-offs under reg count: no attempt is out
 	seen        []bool    // masters that handed the key under reg
 	count       int
-	nudged      bool // a rollback's wake-up came under reg (see handed)
+	nudged      bool  // a rollback's wake-up came under reg (see handed)
 	held        *Lock // the lock the call took by hand-off, if it did
 	retry       bool  // the call should try now rather than wait (see poke)
 	// stale withdraws a registration that an Unlock left behind the next
