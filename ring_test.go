@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -118,4 +119,72 @@ func checkReplicaRefusal(t *testing.T, nodes []Node, what string) {
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestRingHandOffAcrossShards: a Lock call waiting for a key that another
+// Redlock holds on a Ring master is handed the key when the holder unlocks,
+// whichever shard holds the key, far sooner than its backoff. The Redlock
+// listens on every shard (shardSubs); go-redis's Ring.Subscribe listened on
+// the shard of its hash of the channel's name only, and a release on
+// another shard saw nobody listening, gave the key back, and the waiter
+// slept its backoff.
+func TestRingHandOffAcrossShards(t *testing.T) {
+	ring, _ := ringMaster(t, 3, redis.RingOptions{})
+	shards := ring.GetShardClients()
+	nodes := []Node{NewNode(ring)}
+	ctx := context.Background()
+	const backoff = 1500 * time.Millisecond
+	holder := newRedlock(t, nodes)
+	waiter := newRedlock(t, nodes, WithBackoff(backoff, backoff))
+	var took []time.Duration
+	for i, key := range keysOnShards(t, ring, shards, testKey(t)+":") {
+		for _, fenced := range []bool{false, true} {
+			var opts []Option
+			if fenced {
+				opts = append(opts, WithFencing())
+			}
+			l, err := holder.Lock(ctx, key, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan *Lock, 1)
+			go func() {
+				w, err := waiter.Lock(ctx, key, opts...)
+				if err != nil {
+					t.Error(err)
+				}
+				got <- w
+			}()
+			time.Sleep(200 * time.Millisecond) // the waiter tried, and queued
+			start := time.Now()
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			w := <-got
+			if w == nil {
+				t.FailNow()
+			}
+			d := time.Since(start)
+			took = append(took, d)
+			v, err := shards[i].Get(ctx, key).Result()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				t.Fatal(err)
+			}
+			t.Logf("shard %d, fenced=%v: holder's Unlock to waiter's lock %v; the shard holds %q (the waiter's: %v)",
+				i, fenced, d.Round(time.Millisecond), v, v == w.Value())
+			if v != w.Value() {
+				t.Errorf("shard %d holds %q, not the waiter's value %q", i, v, w.Value())
+			}
+			if d > backoff/4 {
+				t.Errorf("shard %d, fenced=%v: the waiter got the lock %v after the Unlock; want far below its backoff %v (a hand-off)",
+					i, fenced, d.Round(time.Millisecond), backoff)
+			}
+			if err := w.Unlock(ctx); err != nil {
+				t.Error(err)
+			}
+			settle(holder)
+			settle(waiter)
+		}
+	}
+	t.Logf("Unlock to waiter holding, over %d waits: %v", len(took), took)
 }
