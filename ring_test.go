@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -187,4 +188,167 @@ func TestRingHandOffAcrossShards(t *testing.T) {
 		}
 	}
 	t.Logf("Unlock to waiter holding, over %d waits: %v", len(took), took)
+}
+
+// ringKeys are lock keys of every shape of derivedKey's rule, each several
+// times (so that they spread over the shards), less those Lock refuses.
+func ringKeys(t *testing.T) []string {
+	var keys []string
+	for _, tc := range keyCases {
+		if _, _, derived := derivedFrom(tc.key + t.Name()); !derived && len(tc.key) < 1024 {
+			keys = append(keys, tc.key+t.Name())
+		}
+	}
+	for i := range 8 {
+		for _, shape := range []string{"a}b%d", "{x%d}y", "{}z%d", "x{}y}%d", "k%d", "a{b%d", "}%d{"} {
+			keys = append(keys, t.Name()+fmt.Sprintf(shape, i))
+		}
+	}
+	return keys
+}
+
+// TestRingDerivedKeysOnKeyShard: on a Ring master, a lock key's fence
+// counter (FenceKey) and queue of waiting calls (WaitKey) are on the key's
+// shard and on no other, for keys of every shape — with a hash tag, without
+// braces, and with a '}' but no tag ("a}b", "{}z"), whose derived names
+// carry a tag of the key's Redis Cluster slot that a Ring hashes to another
+// shard. They are all the same: go-redis sends a script to the shard of its
+// first key, and every script the library sends names the lock key first,
+// so the derived keys are made where the script runs. Plain and owned
+// (WithOwner) fenced locks alike.
+func TestRingDerivedKeysOnKeyShard(t *testing.T) {
+	ring, _ := ringMaster(t, 3, redis.RingOptions{})
+	shards := ring.GetShardClients()
+	nodes := []Node{NewNode(ring)}
+	ctx := context.Background()
+	holder, waiter := newRedlock(t, nodes), newRedlock(t, nodes)
+	keys := ringKeys(t)
+	held := make([]*Lock, len(keys))
+	for i, key := range keys {
+		opts := []Option{WithFencing()}
+		if i%2 == 1 {
+			opts = append(opts, WithOwner("owner"))
+		}
+		l, err := holder.TryLock(ctx, key, opts...)
+		if err != nil {
+			t.Fatalf("TryLock(%.40q): %v", key, err)
+		}
+		held[i] = l
+	}
+	// A call waiting for each key queues on the key's shard, until it
+	// gives up.
+	wctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stop()
+	for _, key := range keys {
+		wg.Go(func() {
+			if l, err := waiter.Lock(wctx, key, WithFencing()); err == nil {
+				t.Errorf("the waiter got %.40q, which is held", key)
+				_ = l.Unlock(ctx)
+			}
+		})
+	}
+	time.Sleep(500 * time.Millisecond)
+	spread := make([]int, len(shards))
+	for _, key := range keys {
+		home := shardOf(t, ring, shards, key)
+		spread[home]++
+		for _, name := range []string{key, FenceKey(key), WaitKey(key)} {
+			for i, s := range shards {
+				n, err := s.Exists(ctx, name).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if (n == 1) != (i == home) {
+					t.Errorf("key %.40q (on shard %d): %.60q exists on shard %d: %v", key, home, name, i, n == 1)
+				}
+			}
+		}
+	}
+	t.Logf("%d keys on shards %v", len(keys), spread)
+	for _, n := range spread {
+		if n == 0 {
+			t.Errorf("keys on shards %v: some shard has none, the test proves less than it says", spread)
+		}
+	}
+	stop()
+	wg.Wait()
+	for _, l := range held {
+		if err := l.Unlock(ctx); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestRingRestartGateOnKeyShard: on a Ring master, the restart gate asks
+// the shard that holds the key, whatever the key's shape: a shard that
+// restarted empty gives no vote for gate, for a key with a hash tag and for
+// one with a '}' but no tag alike.
+//
+// The gate's question was keyed by EpochKey(key), which for a key with a
+// '}' but no tag carries a tag of the key's Redis Cluster slot: a Ring
+// sends it to another shard than the key's, that shard answered for the
+// restarted one, and the vote counted at once. This test passes only with
+// the gate keyed by the lock key itself (issue 31, item 3 (b), changed on
+// main).
+func TestRingRestartGateOnKeyShard(t *testing.T) {
+	const ttl, gate = 500 * time.Millisecond, time.Second
+	ring, servers := ringMaster(t, 2, redis.RingOptions{})
+	shards := ring.GetShardClients()
+	addrOf := make(map[*redis.Client]*redistest.Server)
+	for _, s := range servers.Servers {
+		for _, c := range shards {
+			if c.Options().Addr == s.Addr() {
+				addrOf[c] = s
+			}
+		}
+	}
+	// A key of each shape on shard 0; for the untagged one, one whose
+	// EpochKey the ring sends to shard 1.
+	var tagged, untagged string
+	for n := 0; tagged == "" || untagged == ""; n++ {
+		if k := fmt.Sprintf("{%s%d}x", t.Name(), n); tagged == "" && shardOf(t, ring, shards, k) == 0 {
+			tagged = k
+		}
+		k := fmt.Sprintf("%s%d}x", t.Name(), n)
+		if untagged == "" && shardOf(t, ring, shards, k) == 0 && shardOf(t, ring, shards, EpochKey(k)) == 1 {
+			untagged = k
+		}
+	}
+	nodes := []Node{NewNode(ring)}
+	r := newRedlock(t, nodes, WithTTL(ttl), WithRestartGate(gate))
+	ctx := context.Background()
+	time.Sleep(gate + time.Second) // the fresh shards' own gate (uptime counts in whole seconds)
+	for _, key := range []string{tagged, untagged} {
+		l, err := r.TryLock(ctx, key)
+		if err != nil {
+			t.Fatalf("TryLock(%q) on shards up for %v: %v", key, gate+time.Second, err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := addrOf[shards[0]].Restart(false); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{tagged, untagged} {
+		// The first requests may meet the connections the restart broke.
+		for try := 0; ; try++ {
+			l, err := r.TryLock(ctx, key)
+			if err == nil {
+				_ = l.Unlock(ctx)
+				t.Errorf("TryLock(%q) right after its shard restarted empty: the shard voted; want the gate's refusal", key)
+				break
+			}
+			if gateRefusals(err) == 1 {
+				t.Logf("TryLock(%q): %v", key, err)
+				break
+			}
+			if try == 20 {
+				t.Fatalf("TryLock(%q) after its shard restarted: %v; want the gate's refusal", key, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 }
