@@ -352,3 +352,53 @@ func TestRingRestartGateOnKeyShard(t *testing.T) {
 		}
 	}
 }
+
+// TestRingShardDownMovesKeys: a Ring that marks a shard down (its
+// HeartbeatFn failed three times in a row) sends that shard's keys to the
+// shards left, which never had them: for a lock, that master restarted
+// empty, and its vote goes to whoever asks next, while the restart gate
+// sees shards up all along. So a second Redlock takes a key the first still
+// holds on a Ring of the default settings; with a HeartbeatFn that always
+// reports up, keys never move, and the down shard's keys fail their votes
+// instead (docs/masters.md).
+func TestRingShardDownMovesKeys(t *testing.T) {
+	for _, fixed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "default", true: "never-down"}[fixed], func(t *testing.T) {
+			opt := redis.RingOptions{HeartbeatFrequency: 50 * time.Millisecond}
+			if fixed {
+				opt.HeartbeatFn = func(context.Context, *redis.Client) bool { return true }
+			}
+			ring, servers := ringMaster(t, 2, opt)
+			shards := ring.GetShardClients()
+			key := keysOnShards(t, ring, shards, testKey(t)+":")[0]
+			nodes := []Node{NewNode(ring)}
+			a, b := newRedlock(t, nodes), newRedlock(t, nodes)
+			ctx := context.Background()
+			la, err := a.TryLock(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range servers.Servers {
+				if s.Addr() == shards[0].Options().Addr {
+					if err := s.Kill(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			time.Sleep(500 * time.Millisecond) // ten heartbeats
+			t.Logf("shards up: %d of 2", ring.Len())
+			lb, err := b.TryLock(ctx, key)
+			switch {
+			case !fixed && err != nil:
+				t.Fatalf("B's TryLock = %v; want the lock, from the shard the key moved to (the schedule did not play out)", err)
+			case !fixed:
+				t.Logf("A holds %q until %v, and B took it too (until %v): the shard the key moved to voted for B",
+					key, time.Until(la.Until()).Round(time.Millisecond), time.Until(lb.Until()).Round(time.Millisecond))
+			case err == nil:
+				t.Fatalf("B took %q, which A holds, on a Ring that never marks shards down", key)
+			default:
+				t.Logf("B's TryLock: %v", err)
+			}
+		})
+	}
+}
