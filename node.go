@@ -283,6 +283,46 @@ type redisNode struct {
 	// keepsDeadlines: c puts its context's deadline on the socket
 	// (ContextTimeoutEnabled), so Exec returns by the deadline (see lane).
 	keepsDeadlines bool
+	// kind is how c reaches the master's keys (see nodeKind).
+	kind nodeKind
+}
+
+// nodeKind is how a go-redis client reaches its master's keys, recorded by
+// NewNode: the one place the core asks (keyRouted, subscriberOf,
+// redisNode.subscribe) instead of switching on client types.
+type nodeKind uint8
+
+const (
+	kindServer  nodeKind = iota // one server: a *redis.Client, Sentinel-managed or not
+	kindCluster                 // a *redis.ClusterClient: keys spread over shards by hash slot
+	kindRing                    // a *redis.Ring: keys spread over shards by go-redis's own hash
+)
+
+// kindOf is the kind of master c reaches.
+func kindOf(c redis.UniversalClient) nodeKind {
+	switch c.(type) {
+	case *redis.ClusterClient:
+		return kindCluster
+	case *redis.Ring:
+		return kindRing
+	}
+	return kindServer
+}
+
+// keyRouted says what n is when it is NewNode's over a client that sends
+// each command to the shard of its first key (a Redis Cluster, a Ring); ""
+// for every other Node. A command that names no key (WAIT) goes to a shard
+// that has nothing to do with the key (see [WithReplicaConfirm]).
+func keyRouted(n Node) string {
+	if rn, ok := n.(*redisNode); ok {
+		switch rn.kind {
+		case kindCluster:
+			return "a Redis Cluster"
+		case kindRing:
+			return "a Ring (redis.NewRing)"
+		}
+	}
+	return ""
 }
 
 var _ Node = (*redisNode)(nil)
@@ -314,7 +354,7 @@ func NewNode(c redis.UniversalClient) Node {
 		return nil
 	}
 	name, unnamed, keeps := clientName(c)
-	return &redisNode{c: c, name: name, unnamed: unnamed, keepsDeadlines: keeps}
+	return &redisNode{c: c, name: name, unnamed: unnamed, keepsDeadlines: keeps, kind: kindOf(c)}
 }
 
 // NewFailoverNode returns a Node that talks to the Sentinel-managed master

@@ -241,8 +241,10 @@ func WithRestartGate(gate time.Duration) Option {
 // and is promoted before it resynced is a master that restarted empty
 // ([WithRestartGate] does not see it: its uptime is its own). A master
 // without enough replicas (all of them, with a plain Redis) never votes.
-// Not available on Redis Cluster masters (go-redis sends WAIT to a random
-// shard): their votes fail with an error that says so.
+// Refused on masters that are a Redis Cluster or a Ring: WAIT names no
+// key, so go-redis sends it to a shard of its choosing rather than after
+// the vote on the key's shard; [New], or the call (Lock, TryLock, Do),
+// fails with a [*ConfigError] that says so (docs/masters.md).
 //
 // Default: 0, off.
 func WithReplicaConfirm(replicas int) Option {

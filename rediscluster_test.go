@@ -296,3 +296,16 @@ func TestRedisClusterHandOff(t *testing.T) {
 	}
 	t.Logf("Unlock to waiter holding, over %d waits: %v", len(took), took)
 }
+
+// TestClusterReplicaConfirmRefused: WithReplicaConfirm on a Redlock that
+// has a Redis Cluster master is refused, in New and per call, with a
+// *ConfigError that names the option and says why, rather than failing
+// every vote of that master at run time (errClusterWait).
+func TestClusterReplicaConfirmRefused(t *testing.T) {
+	rc := redistest.StartRedisClusterT(t, 3, redistest.Options{})
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs(),
+		MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	nodes := append([]Node{NewNode(c)}, nodesOf(t, clients(t, masters.Addrs()[:2]))...)
+	checkReplicaRefusal(t, nodes, "Redis Cluster")
+}

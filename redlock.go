@@ -50,6 +50,7 @@ import (
 	crand "crypto/rand"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -100,6 +101,10 @@ type Redlock struct {
 	wake         *wakeups  // this Redlock's wake-ups from other processes' releases
 	obs          Observer  // WithObserver's; nil when none
 	born         time.Time // phase timings are offsets from it (Observer only)
+
+	// noReplicas is why [WithReplicaConfirm] cannot be honoured on these
+	// masters (see replicaRefusal); "" when it can.
+	noReplicas string
 }
 
 // New returns a Redlock over the given masters, with opts as the defaults of
@@ -137,6 +142,10 @@ func New(nodes []Node, opts ...Option) (*Redlock, error) {
 	if cfg.owner != "" {
 		return nil, configErr("WithOwner", "an owner names the call chain that may nest holds: pass it to Lock, TryLock or Do, not to New")
 	}
+	noReplicas := replicaRefusal(nodes)
+	if cfg.replicas > 0 && noReplicas != "" {
+		return nil, configErr("WithReplicaConfirm", "%s", noReplicas)
+	}
 	r := &Redlock{
 		nodes:   append([]Node(nil), nodes...),
 		quorum:  len(nodes)/2 + 1,
@@ -146,6 +155,7 @@ func New(nodes []Node, opts ...Option) (*Redlock, error) {
 		closing: make(chan struct{}),
 	}
 	r.ttlMS = cfg.ttl.Milliseconds()
+	r.noReplicas = noReplicas
 	if cfg.observer != nil {
 		r.obs = *cfg.observer
 	}
@@ -348,8 +358,27 @@ func (r *Redlock) callConfig(key string, opts []Option) (config, error) {
 			o(c)
 		}
 		cfg = *c
+		if cfg.replicas > 0 && r.noReplicas != "" {
+			return config{}, configErr("WithReplicaConfirm", "%s", r.noReplicas)
+		}
 	}
 	return cfg.resolved()
+}
+
+// replicaRefusal says why [WithReplicaConfirm] cannot be honoured on
+// nodes, "" when it can. WAIT counts the replicas that acknowledged the
+// writes made on its own connection, and names no key: a client that sends
+// each command to the shard of its key (a Redis Cluster, a Ring) sends it
+// to a shard of its own choosing, on another connection than the vote's,
+// whose count says nothing about the vote.
+func replicaRefusal(nodes []Node) string {
+	for i, n := range nodes {
+		if kind := keyRouted(n); kind != "" {
+			return fmt.Sprintf("master %d (%s) is %s: WAIT names no key, so go-redis sends it to a shard of its choosing, not on the vote's connection to the key's shard, and its count would not be the vote's; confirm replicas only on masters that are one server or a Sentinel-managed primary",
+				i, n.Name(), kind)
+		}
+	}
+	return ""
 }
 
 // newValue returns a fresh lock value: 128 random bits, base64url-encoded.

@@ -201,3 +201,62 @@ func TestSentinelFailoverWhileHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSentinelReplicaConfirmAndHandOff: a Sentinel-managed master made
+// with NewFailoverNode is one server to the library (a *redis.Client that
+// follows Sentinel to the primary): WithReplicaConfirm is accepted in New,
+// a vote is confirmed by the primary's replica (WAIT on the vote's
+// connection), and a call waiting in another Redlock is handed the key
+// when the holder unlocks, far sooner than its backoff.
+func TestSentinelReplicaConfirmAndHandOff(t *testing.T) {
+	p := redistest.StartServerT(t, redistest.Options{Args: []string{"--hz", "100"}})
+	host, port, _ := net.SplitHostPort(p.Addr())
+	redistest.StartServerT(t, redistest.Options{Args: []string{"--replicaof", host, port}})
+	s := redistest.StartServerT(t, redistest.Options{Sentinel: map[string]string{"m1": p.Addr()}})
+	opt := &redis.FailoverOptions{MasterName: "m1", SentinelAddrs: []string{s.Addr()},
+		MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true}
+	c := redis.NewFailoverClient(opt)
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if n, err := c.Do(ctx, "wait", 1, 100).Int64(); err == nil && n == 1 {
+			break
+		} else if time.Now().After(end) {
+			t.Fatalf("the replica did not catch up: WAIT 1 = %d, %v", n, err)
+		}
+	}
+	nodes := []Node{NewFailoverNode(c, opt)}
+	const backoff = 1500 * time.Millisecond
+	holder := newRedlock(t, nodes, WithReplicaConfirm(1))
+	waiter := newRedlock(t, nodes, WithReplicaConfirm(1), WithBackoff(backoff, backoff))
+	key := testKey(t)
+	l, err := holder.Lock(ctx, key, WithFencing())
+	if err != nil {
+		t.Fatalf("Lock with the replica's confirmation: %v", err)
+	}
+	got := make(chan *Lock, 1)
+	go func() {
+		w, err := waiter.Lock(ctx, key, WithFencing())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- w
+	}()
+	time.Sleep(200 * time.Millisecond) // the waiter tried, and queued
+	start := time.Now()
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := <-got
+	if w == nil {
+		t.FailNow()
+	}
+	d := time.Since(start)
+	t.Logf("holder's Unlock to waiter's lock: %v", d.Round(time.Millisecond))
+	if d > backoff/4 {
+		t.Errorf("the waiter got the lock %v after the Unlock; want far below its backoff %v (a hand-off)", d, backoff)
+	}
+	if err := w.Unlock(ctx); err != nil {
+		t.Error(err)
+	}
+}

@@ -26,7 +26,8 @@ import (
 // subscription may break: every waiter keeps its backoff timer. A master
 // whose user may not subscribe (ACL) gives no wake-ups; the scripts call
 // the queue and publish commands through pcall. Nodes other than
-// [NewNode]'s give none, nor do Redis Clusters (see subscriberOf).
+// [NewNode]'s give none, nor do Redis Clusters (see subscriberOf); a Ring
+// is listened to on every shard (see shardSubs).
 type wakeups struct {
 	r       *Redlock
 	channel string // this Redlock's channel: "redlock:wake:" and a UUID
@@ -79,17 +80,109 @@ var _ pubsub = (*redis.PubSub)(nil)
 // pub/sub (SPUBLISH to a channel in the key's slot) would count and deliver
 // on the same shard.
 func subscriberOf(n Node) (subscriber, bool) {
-	if rn, ok := n.(*redisNode); ok {
-		if _, cluster := rn.c.(*redis.ClusterClient); cluster {
-			return nil, false
-		}
+	if rn, ok := n.(*redisNode); ok && rn.kind == kindCluster {
+		return nil, false
 	}
 	s, ok := n.(subscriber)
 	return s, ok
 }
 
+// subscribe subscribes channel on the master; on a Ring, on each of its
+// shards (see shardSubs).
 func (n *redisNode) subscribe(ctx context.Context, channel string) pubsub {
+	if ring, ok := n.c.(*redis.Ring); ok && n.kind == kindRing {
+		return subscribeShards(ctx, ring.GetShardClients(), channel)
+	}
 	return n.c.Subscribe(ctx, channel)
+}
+
+// shardSubs is one subscription per shard of a Ring, read as one. A Ring
+// is shards that know nothing of each other: a release's PUBLISH runs on
+// the shard of the key it frees, and counts and reaches only the listeners
+// there, while go-redis's Ring.Subscribe listens on the one shard its hash
+// of the channel's name picks. Listening on every shard, this Redlock hears
+// each shard's hand-offs, and each shard counts it as a listener.
+//
+// The shards are those the Ring thinks up when the Redlock first waits: a
+// shard then down, or added later (Ring.SetAddrs), gives no hand-offs, and
+// calls waiting for its keys take them by their backoff, as on a master
+// whose subscription broke. A shard that restarts is subscribed again, as
+// any master is.
+type shardSubs struct {
+	subs []*redis.PubSub
+	once sync.Once
+	all  chan any // every shard's messages; closed once all their channels closed
+}
+
+var _ pubsub = (*shardSubs)(nil)
+
+func subscribeShards(ctx context.Context, shards []*redis.Client, channel string) *shardSubs {
+	s := &shardSubs{subs: make([]*redis.PubSub, len(shards))}
+	var wg sync.WaitGroup
+	for i, c := range shards {
+		wg.Go(func() { s.subs[i] = c.Subscribe(ctx, channel) })
+	}
+	wg.Wait()
+	return s
+}
+
+var errNoShards = errors.New("redis: the Ring has no shard up to subscribe on")
+
+// Receive waits for every shard's confirmation: nil once each confirmed,
+// else a refusal (see refused) when a shard refused, else another shard's
+// error (go-redis keeps subscribing again on those).
+func (s *shardSubs) Receive(ctx context.Context) (any, error) {
+	if len(s.subs) == 0 {
+		return nil, errNoShards
+	}
+	msgs, errs := make([]any, len(s.subs)), make([]error, len(s.subs))
+	var wg sync.WaitGroup
+	for i, ps := range s.subs {
+		wg.Go(func() { msgs[i], errs[i] = ps.Receive(ctx) })
+	}
+	wg.Wait()
+	var first error
+	for _, err := range errs {
+		if err != nil && refused(err) {
+			return nil, err
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return msgs[0], first
+}
+
+// ChannelWithSubscriptions returns one channel with every shard's
+// messages and subscriptions.
+func (s *shardSubs) ChannelWithSubscriptions(opts ...redis.ChannelOption) <-chan any {
+	s.once.Do(func() {
+		s.all = make(chan any)
+		var fwd sync.WaitGroup
+		for _, ps := range s.subs {
+			in := ps.ChannelWithSubscriptions(opts...)
+			fwd.Go(func() {
+				for m := range in {
+					s.all <- m
+				}
+			})
+		}
+		go func() {
+			fwd.Wait()
+			close(s.all)
+		}()
+	})
+	return s.all
+}
+
+// Close closes every shard's subscription: their channels close, and so,
+// once their messages are read, does ChannelWithSubscriptions'.
+func (s *shardSubs) Close() error {
+	errs := make([]error, len(s.subs))
+	for i, ps := range s.subs {
+		errs[i] = ps.Close()
+	}
+	return errors.Join(errs...)
 }
 
 func newWakeups(r *Redlock) *wakeups {
