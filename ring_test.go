@@ -305,14 +305,14 @@ func TestRingRestartGateOnKeyShard(t *testing.T) {
 		}
 	}
 	// A key of each shape on shard 0; for the untagged one, one whose
-	// EpochKey the ring sends to shard 1.
+	// old gate cache (EpochKey, "epoch:{T}"+key) the ring sends to shard 1.
 	var tagged, untagged string
 	for n := 0; tagged == "" || untagged == ""; n++ {
 		if k := fmt.Sprintf("{%s%d}x", t.Name(), n); tagged == "" && shardOf(t, ring, shards, k) == 0 {
 			tagged = k
 		}
 		k := fmt.Sprintf("%s%d}x", t.Name(), n)
-		if untagged == "" && shardOf(t, ring, shards, k) == 0 && shardOf(t, ring, shards, EpochKey(k)) == 1 {
+		if untagged == "" && shardOf(t, ring, shards, k) == 0 && shardOf(t, ring, shards, derivedKey(k, "epoch")) == 1 {
 			untagged = k
 		}
 	}
