@@ -304,6 +304,7 @@ func TestRestartGatePersistence(t *testing.T) {
 			if err := lb.Unlock(ctx); err != nil {
 				t.Fatal(err)
 			}
+			settle(b) // every master's release is in before the snapshot
 			if mode == "rdb" {
 				if err := cs[0].Save(ctx).Err(); err != nil {
 					t.Fatal(err)
