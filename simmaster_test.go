@@ -1,6 +1,8 @@
 package redlock
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"strconv"
@@ -43,6 +45,7 @@ type simMaster struct {
 	stats       simWakeStats
 	restarted   bool  // killed at least once: the end-of-run check excuses its keys
 	startedAt   int64 // on its clock, ns: INFO's uptime counts from it
+	runID       string
 	// shimErrs: what a request needed that simredis_test.go does not
 	// simulate; luaErrs: scripts that raised an error (a bug in the script
 	// when nobody changes keys by hand, as in the simulation). Both are
@@ -100,7 +103,16 @@ func newSimMaster(id int, epoch time.Time, offset time.Duration, rate float64) *
 		subs:    map[string]map[simSubscriber]bool{},
 		// Up for an hour when the run starts: a restart gate lets it vote.
 		startedAt: epoch.UnixNano() + int64(offset) - int64(time.Hour),
+		runID:     simRunID(id, epoch, 0),
 	}
+}
+
+// simRunID is the run_id INFO reports for incarnation inc of master id: 40
+// hex digits, as Redis draws at each start, here from the master and the
+// incarnation so that a seed's run reads the same ids.
+func simRunID(id int, epoch time.Time, inc int) string {
+	sum := sha1.Sum(fmt.Appendf(nil, "sim-master-%d/%d/%d", id, epoch.UnixNano(), inc))
+	return hex.EncodeToString(sum[:])
 }
 
 // clockLocked is the master's clock now, in unix ns (m.mu held).
@@ -146,7 +158,7 @@ func (m *simMaster) kill() {
 
 // restart starts a killed master again, with its data (an AOF with fsync
 // always: keys whose expiry passed meanwhile are gone) or empty (fence
-// counters too).
+// counters too). Its start time (INFO's uptime) and run_id are new.
 func (m *simMaster) restart(withData bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -157,6 +169,7 @@ func (m *simMaster) restart(withData bool) {
 		clear(m.keys)
 	}
 	m.startedAt = m.clockLocked()
+	m.runID = simRunID(m.id, m.epoch, m.incarnation)
 	m.setStateLocked(masterUp)
 }
 

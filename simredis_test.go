@@ -342,11 +342,46 @@ func cmdTime(x *simExec, _ []string) respValue {
 	return respValue{kind: respArray, arr: []respValue{bulkReply(strconv.FormatInt(s, 10)), bulkReply(strconv.FormatInt(us, 10))}}
 }
 
-// cmdInfo answers INFO with the one field the scripts read: the uptime
-// since the master (re)started, in whole seconds by its clock.
+// cmdInfo answers INFO (any section: the scripts ask for "server") with
+// Redis 7.0's Server section, as the master's clock and life make it. Its
+// uptime_in_seconds is Redis's, server.unixtime − server.stat_starttime:
+// the cached time of the command (of the script: x.now) in whole seconds,
+// less the start time taken by time(NULL), whole seconds too. It is not
+// the time up rounded down: started at 10.9 s, read at 11.0 s, it says 1,
+// up to a second more than the master has been up. run_id is drawn anew
+// at each (re)start. The fields no script reads are a build's, fixed.
 func cmdInfo(x *simExec, _ []string) respValue {
-	up := (x.now - x.m.startedAt) / int64(time.Second)
-	return bulkReply("# Server\r\nuptime_in_seconds:" + strconv.FormatInt(up, 10) + "\r\n")
+	m := x.m
+	sec := int64(time.Second)
+	up := x.now/sec - m.startedAt/sec
+	var b strings.Builder
+	b.Grow(600)
+	b.WriteString("# Server\r\n" +
+		"redis_version:7.0.15\r\n" +
+		"redis_git_sha1:00000000\r\n" +
+		"redis_git_dirty:0\r\n" +
+		"redis_build_id:ae4d7c971a948f0\r\n" +
+		"redis_mode:standalone\r\n" +
+		"os:Linux 6.1.0 x86_64\r\n" +
+		"arch_bits:64\r\n" +
+		"monotonic_clock:POSIX clock_gettime\r\n" +
+		"multiplexing_api:epoll\r\n" +
+		"atomicvar_api:c11-builtin\r\n" +
+		"gcc_version:12.2.0\r\n")
+	fmt.Fprintf(&b, "process_id:%d\r\n", 1000+m.id)
+	b.WriteString("process_supervised:no\r\n")
+	fmt.Fprintf(&b, "run_id:%s\r\n", m.runID)
+	fmt.Fprintf(&b, "tcp_port:%d\r\n", 7000+m.id)
+	fmt.Fprintf(&b, "server_time_usec:%d\r\n", x.now/int64(time.Microsecond))
+	fmt.Fprintf(&b, "uptime_in_seconds:%d\r\n", up)
+	fmt.Fprintf(&b, "uptime_in_days:%d\r\n", up/(3600*24))
+	b.WriteString("hz:10\r\nconfigured_hz:10\r\n")
+	// Redis's LRU clock: ms/1000 modulo 2^24.
+	fmt.Fprintf(&b, "lru_clock:%d\r\n", x.now/sec&(1<<24-1))
+	b.WriteString("executable:/usr/bin/redis-server\r\n" +
+		"config_file:\r\n" +
+		"io_threads_active:0\r\n")
+	return bulkReply(b.String())
 }
 
 func cmdType(x *simExec, a []string) respValue {
