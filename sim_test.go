@@ -33,11 +33,16 @@ import (
 // a Redlock with its own options (node timeout, backoff) and its own kind of
 // connection (honours contexts or waits for a read timeout, keeps or drops a
 // connection that timed out), running one or two workers; and a timeline
-// of faults: masters paused, killed and restarted (with their data, or empty
-// after more than the largest TTL), partitions between clients and masters,
-// slow and lossy masters. A few schedules break an assumption on purpose
-// (a clock that jumps or runs fast, a restart without data faster than the
-// largest TTL); their violations are reported as unsafe runs, not failures.
+// of faults: masters paused, killed and restarted (with their data; or
+// empty, or from a snapshot saved earlier in the run — an RDB, which loses
+// the writes after it — after more than the largest TTL), partitions
+// between clients and masters, slow and lossy masters. A few schedules
+// break an assumption on purpose (a clock that jumps or runs fast, a
+// restart empty or from a snapshot faster than the largest TTL); their
+// violations are reported as unsafe runs, not failures. A quarter of the
+// schedules (-sim.gated: all) give every client the restart gate
+// (WithRestartGate) and restart masters empty or from a snapshot at once:
+// the gate must make that safe.
 //
 // A worker loops: it takes a key (Lock with a deadline, TryLock, or Do),
 // holds it for a few steps — work, Extend to a random TTL (sometimes with a
@@ -89,6 +94,8 @@ import (
 //	-sim.schedules=N    run N schedules (default defaultSimSchedules; make test also runs SIM_SCHEDULES without -race) [REDLOCK_SIM_SCHEDULES]
 //	-sim.soak=DURATION  run schedules until DURATION has passed [REDLOCK_SIM_SOAK]
 //	-sim.base=N         the first seed (default: drawn at random and logged) [REDLOCK_SIM_BASE]
+//	-sim.gated          every schedule with the restart gate (and its empty and snapshot restarts at once)
+//	-sim.keepgoing      do not stop at the first failing schedule: count them all, each in a line
 //
 // # Reproducibility
 //
@@ -114,7 +121,8 @@ var (
 	simSchedulesFlag = flagpkg.Int("sim.schedules", 0, "simulation: schedules to run (0: the default)")
 	simSoakFlag      = flagpkg.Duration("sim.soak", 0, "simulation: run schedules for this long")
 	simBaseFlag      = flagpkg.String("sim.base", "", "simulation: the first seed (default: random)")
-	simGatedFlag     = flagpkg.Bool("sim.gated", false, "simulation: every schedule with the restart gate on and its empty restarts at once")
+	simGatedFlag     = flagpkg.Bool("sim.gated", false, "simulation: every schedule with the restart gate on and its empty and snapshot restarts at once")
+	simKeepGoingFlag = flagpkg.Bool("sim.keepgoing", false, "simulation: count every failing schedule instead of stopping at the first")
 )
 
 // defaultSimSchedules is how many schedules a plain `go test` runs, and so
@@ -148,6 +156,12 @@ func TestSim(t *testing.T) {
 		res := runSchedule(t, s, *simTraceFlag)
 		t.Logf("schedule:\n%s", s)
 		t.Logf("%s", res.summary())
+		if s.Gate > 0 {
+			t.Logf("restart gates let votes count early: %v", res.gateEarly)
+			for _, f := range res.gateEarly.first {
+				t.Logf("  %s", f)
+			}
+		}
 		for _, d := range run0(res) {
 			t.Logf("left: %s", d)
 		}
@@ -232,6 +246,13 @@ type simStats struct {
 	lostMsgs             int64    // lost on the way
 	dups                 int64    // releases sent twice
 	base                 uint64
+	// The restart gates' votes counted early (simGateEarly), and with
+	// -sim.keepgoing the failing schedules by the holes their gates let
+	// votes through: A (a snapshot's cache), B (an uptime read high).
+	gateEarly                        simGateEarly
+	gatedRuns, gatedHoles            int64 // gated schedules; of them, those whose gates let votes through a hole
+	failA, failB, failAB, failNoHole int64
+	failSeeds                        []uint64
 
 	mu       sync.Mutex
 	examples []string // a few unsafe runs' first violation
@@ -251,6 +272,13 @@ func (st *simStats) report(t *testing.T) {
 		st.loops, st.adoptable, st.leftHanded, st.leftAtClose, st.leftSeeds, st.leftLost)
 	st.wakeMu.Unlock()
 	t.Logf("%d schedules broke an assumption on purpose; %d of them were reported unsafe", st.unsafeRuns.Load(), st.unsafeCaught.Load())
+	st.wakeMu.Lock()
+	t.Logf("restart gates: %d gated schedules, %d of them let a vote count early through a hole; votes counted early: %v", st.gatedRuns, st.gatedHoles, st.gateEarly)
+	if f := st.failed.Load(); f > 0 && *simKeepGoingFlag {
+		t.Logf("%d of %d schedules failed: %d with votes through hole A only (a snapshot's cache), %d through B only (uptime read high), %d through both, %d through neither; seeds %v",
+			f, n, st.failA, st.failB, st.failAB, st.failNoHole, st.failSeeds)
+	}
+	st.wakeMu.Unlock()
 	for _, e := range st.examples {
 		t.Logf("  unsafe, as it may be: %s", e)
 	}
@@ -300,6 +328,13 @@ func simSweep(t *testing.T, base uint64, n int, soak time.Duration) *simStats {
 					st.delivered += res.delivered
 					st.lostMsgs += res.lostMsgs
 					st.dups += res.dups
+					st.gateEarly.add(res.gateEarly)
+					if s.Gate > 0 {
+						st.gatedRuns++
+						if res.gateEarly.holes() > 0 {
+							st.gatedHoles++
+						}
+					}
 					st.wakeMu.Unlock()
 					if s.unsafe() {
 						st.unsafeRuns.Add(1)
@@ -316,7 +351,29 @@ func simSweep(t *testing.T, base uint64, n int, soak time.Duration) *simStats {
 						st.mu.Unlock()
 						continue
 					}
-					st.failed.Add(1)
+					nf := st.failed.Add(1)
+					if *simKeepGoingFlag {
+						ge := res.gateEarly
+						st.wakeMu.Lock()
+						switch {
+						case ge.snapshot > 0 && ge.rounding > 0:
+							st.failAB++
+						case ge.snapshot > 0:
+							st.failA++
+						case ge.rounding > 0:
+							st.failB++
+						default:
+							st.failNoHole++
+						}
+						if len(st.failSeeds) < 50 {
+							st.failSeeds = append(st.failSeeds, seed)
+						}
+						st.wakeMu.Unlock()
+						if nf <= 20 {
+							t.Errorf("seed %d: %d violation(s), first: %s; gates let votes count early: %v", seed, len(res.violations), res.violations[0], ge)
+						}
+						continue
+					}
 					for {
 						f := st.firstFail.Load()
 						if f != 0 && f <= i+1 || st.firstFail.CompareAndSwap(f, i+1) {
@@ -410,24 +467,24 @@ func (k simFaultKind) String() string {
 }
 
 type simFault struct {
-	At       time.Duration
-	For      time.Duration
-	Kind     simFaultKind
-	Masters  []int
-	Clients  []int         // partition: the clients cut off from Masters
-	WithData bool          // kill: restart with the data
-	Amount   time.Duration // slow: extra reply delay; clock-jump: the jump
-	Loss     float64       // lossy: the chance a reply is lost
+	At      time.Duration
+	For     time.Duration
+	Kind    simFaultKind
+	Masters []int
+	Clients []int         // partition: the clients cut off from Masters
+	Restart simRestart    // kill: what the masters come back with
+	SnapAt  time.Duration // kill from a snapshot: when the masters save it
+	Amount  time.Duration // slow: extra reply delay; clock-jump: the jump
+	Loss    float64       // lossy: the chance a reply is lost
 }
 
 func (f simFault) String() string {
 	s := fmt.Sprintf("+%v %v masters %v", f.At.Round(time.Microsecond), f.Kind, f.Masters)
 	switch f.Kind {
 	case faultKill:
-		if f.WithData {
-			s += fmt.Sprintf(", restart with data after %v", f.For.Round(time.Microsecond))
-		} else {
-			s += fmt.Sprintf(", restart EMPTY after %v", f.For.Round(time.Microsecond))
+		s += fmt.Sprintf(", restart %v after %v", f.Restart, f.For.Round(time.Microsecond))
+		if f.Restart == restartSnapshot {
+			s += fmt.Sprintf(" (saved at +%v)", f.SnapAt.Round(time.Microsecond))
 		}
 	case faultPartition:
 		s += fmt.Sprintf(" from clients %v for %v", f.Clients, f.For.Round(time.Microsecond))
@@ -614,8 +671,9 @@ func genSchedule(seed uint64) *simSchedule {
 			f.Kind = faultPause
 		case x < 40:
 			f.Kind = faultKill
-			f.WithData = rng.IntN(2) == 0
-			if !f.WithData {
+			f.Restart = restartData
+			if rng.IntN(2) != 0 {
+				f.Restart = restartEmpty
 				f.For = max(f.For, maxTTL+s.maxSkew(f.At+2*time.Second)+50*time.Millisecond)
 			}
 			ok := true
@@ -652,14 +710,64 @@ func genSchedule(seed uint64) *simSchedule {
 	if grng.IntN(4) == 0 || *simGatedFlag {
 		s.Gate = maxTTL + s.maxSkew(s.Length+5*time.Second) + 50*time.Millisecond
 		for i, f := range s.Faults {
-			if f.Kind == faultKill && !f.WithData {
+			if f.Kind == faultKill && f.Restart == restartEmpty {
 				s.Faults[i].For = uniform(grng, 5*time.Millisecond, 300*time.Millisecond)
 			}
 		}
 		s.Breaks = slices.DeleteFunc(s.Breaks, func(b string) bool { return strings.Contains(b, "restart empty") })
 	}
+	s.snapshotRestarts(rand.New(rand.NewPCG(seed, 0x0db0_0db0)))
 	slices.SortStableFunc(s.Faults, func(a, b simFault) int { return int(a.At - b.At) })
 	return s
+}
+
+// snapshotRestarts adds kills whose masters restart from a snapshot (an
+// RDB) saved before, from a stream of their own (rng): about as many as
+// the kills that restart empty (a quarter of the schedules have one). The
+// snapshot holds the lock keys, fence counters and restart gates' caches
+// (EpochKey) of its time; a restart from it loses every write since. In a
+// gated schedule the masters come back at once (5 to 300 ms), which the
+// gate must make safe, as it does for empty restarts; otherwise after the
+// largest TTL plus what the clocks may differ by (the delayed-restart
+// rule, as for empty restarts), except a quarter of them that come back at
+// once and break the rule on purpose.
+func (s *simSchedule) snapshotRestarts(rng *rand.Rand) {
+	quorum := s.Masters/2 + 1
+	maxTTL := s.maxTTL()
+	for range rng.IntN(7) {
+		if rng.IntN(10) != 0 {
+			continue
+		}
+		f := simFault{Kind: faultKill, Restart: restartSnapshot, At: uniform(rng, 0, s.Length)}
+		if rng.IntN(2) == 0 {
+			f.Masters = subset(rng, s.Masters, 1)
+		} else {
+			f.Masters = subset(rng, s.Masters, quorum+rng.IntN(s.Masters-quorum+1))
+		}
+		f.SnapAt = uniform(rng, f.At/4, f.At)
+		f.For = uniform(rng, 5*time.Millisecond, 300*time.Millisecond)
+		breaks := false
+		switch {
+		case s.Gate > 0:
+		case rng.IntN(4) == 0:
+			breaks = true
+			f.For = uniform(rng, time.Millisecond, maxTTL)
+		default:
+			f.For = max(f.For, maxTTL+s.maxSkew(f.At+2*time.Second)+50*time.Millisecond)
+		}
+		// No two kills of a master overlap.
+		if slices.ContainsFunc(s.Faults, func(o simFault) bool {
+			return o.Kind == faultKill && f.At <= o.At+o.For+time.Millisecond && o.At <= f.At+f.For+time.Millisecond &&
+				slices.ContainsFunc(o.Masters, func(m int) bool { return slices.Contains(f.Masters, m) })
+		}) {
+			continue
+		}
+		s.Faults = append(s.Faults, f)
+		if breaks {
+			s.Breaks = append(s.Breaks, fmt.Sprintf("masters %v restart from a snapshot of +%v at +%v, %v after their kill, sooner than the largest TTL %v",
+				f.Masters, f.SnapAt.Round(time.Microsecond), (f.At+f.For).Round(time.Microsecond), f.For.Round(time.Microsecond), maxTTL))
+		}
+	}
 }
 
 // maxSkew bounds how far two masters' clocks are apart by bubble time at.
@@ -712,10 +820,11 @@ type simResult struct {
 	leftLost    int
 	leftDetails []string
 	leftAtClose int
-	handed      int   // holders that took the lock by hand-off
-	dups        int64 // releases sent twice
-	delivered   int64 // pub/sub messages delivered
-	lostMsgs    int64 // and lost on the way
+	handed      int          // holders that took the lock by hand-off
+	dups        int64        // releases sent twice
+	delivered   int64        // pub/sub messages delivered
+	lostMsgs    int64        // and lost on the way
+	gateEarly   simGateEarly // the masters' restart gates' early votes, summed
 }
 
 func (r *simResult) summary() string {
@@ -892,6 +1001,7 @@ func simulate(run *simRun, trace bool) (res simResult) {
 		for _, m := range run.masters {
 			m.mu.Lock()
 			res.wake.add(m.stats)
+			res.gateEarly.add(m.gateEarly)
 			m.mu.Unlock()
 		}
 		for _, h := range run.holders {
@@ -1027,6 +1137,12 @@ func simulate(run *simRun, trace bool) (res simResult) {
 
 // fault applies f at its time and heals it after its duration.
 func (r *simRun) fault(f simFault) {
+	if f.Kind == faultKill && f.Restart == restartSnapshot {
+		time.Sleep(f.SnapAt - time.Since(r.start))
+		for _, m := range f.Masters {
+			r.masters[m].save()
+		}
+	}
 	time.Sleep(f.At - time.Since(r.start))
 	n := r.net
 	switch f.Kind {
@@ -1044,7 +1160,7 @@ func (r *simRun) fault(f simFault) {
 		}
 		time.Sleep(f.For)
 		for _, m := range f.Masters {
-			r.masters[m].restart(f.WithData)
+			r.masters[m].restart(f.Restart)
 		}
 	case faultPartition:
 		n.mu.Lock()
