@@ -4,6 +4,7 @@ import (
 	"context"
 	flagpkg "flag"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -471,18 +472,27 @@ type simFault struct {
 	For     time.Duration
 	Kind    simFaultKind
 	Masters []int
-	Clients []int         // partition: the clients cut off from Masters
-	Restart simRestart    // kill: what the masters come back with
-	SnapAt  time.Duration // kill from a snapshot: when the masters save it
-	Amount  time.Duration // slow: extra reply delay; clock-jump: the jump
-	Loss    float64       // lossy: the chance a reply is lost
+	Clients []int           // partition: the clients cut off from Masters
+	Restart simRestart      // kill: what the masters come back with
+	SnapAt  time.Duration   // kill from a snapshot: when the masters save it
+	Each    []time.Duration // kill: when not nil, each master's own For (For is the largest)
+	Amount  time.Duration   // slow: extra reply delay; clock-jump: the jump
+	Loss    float64         // lossy: the chance a reply is lost
 }
 
 func (f simFault) String() string {
 	s := fmt.Sprintf("+%v %v masters %v", f.At.Round(time.Microsecond), f.Kind, f.Masters)
 	switch f.Kind {
 	case faultKill:
-		s += fmt.Sprintf(", restart %v after %v", f.Restart, f.For.Round(time.Microsecond))
+		if f.Each != nil {
+			each := make([]string, len(f.Each))
+			for i, d := range f.Each {
+				each[i] = d.Round(time.Microsecond).String()
+			}
+			s += fmt.Sprintf(", restart %v after %v", f.Restart, strings.Join(each, ", "))
+		} else {
+			s += fmt.Sprintf(", restart %v after %v", f.Restart, f.For.Round(time.Microsecond))
+		}
 		if f.Restart == restartSnapshot {
 			s += fmt.Sprintf(" (saved at +%v)", f.SnapAt.Round(time.Microsecond))
 		}
@@ -717,6 +727,9 @@ func genSchedule(seed uint64) *simSchedule {
 		s.Breaks = slices.DeleteFunc(s.Breaks, func(b string) bool { return strings.Contains(b, "restart empty") })
 	}
 	s.snapshotRestarts(rand.New(rand.NewPCG(seed, 0x0db0_0db0)))
+	if s.Gate > 0 {
+		s.restartsBeforeSecond(rand.New(rand.NewPCG(seed, 0x5ec0_5ec0)))
+	}
 	slices.SortStableFunc(s.Faults, func(a, b simFault) int { return int(a.At - b.At) })
 	return s
 }
@@ -755,17 +768,73 @@ func (s *simSchedule) snapshotRestarts(rng *rand.Rand) {
 		default:
 			f.For = max(f.For, maxTTL+s.maxSkew(f.At+2*time.Second)+50*time.Millisecond)
 		}
-		// No two kills of a master overlap.
-		if slices.ContainsFunc(s.Faults, func(o simFault) bool {
-			return o.Kind == faultKill && f.At <= o.At+o.For+time.Millisecond && o.At <= f.At+f.For+time.Millisecond &&
-				slices.ContainsFunc(o.Masters, func(m int) bool { return slices.Contains(f.Masters, m) })
-		}) {
+		if s.killOverlaps(f, -1) { // no two kills of a master overlap
 			continue
 		}
 		s.Faults = append(s.Faults, f)
 		if breaks {
 			s.Breaks = append(s.Breaks, fmt.Sprintf("masters %v restart from a snapshot of +%v at +%v, %v after their kill, sooner than the largest TTL %v",
 				f.Masters, f.SnapAt.Round(time.Microsecond), (f.At+f.For).Round(time.Microsecond), f.For.Round(time.Microsecond), maxTTL))
+		}
+	}
+}
+
+// killOverlaps reports whether kill f, from its kill to a ms after its
+// restart, overlaps a kill of one of its masters among s.Faults other than
+// s.Faults[self].
+func (s *simSchedule) killOverlaps(f simFault, self int) bool {
+	for j, o := range s.Faults {
+		if j != self && o.Kind == faultKill && f.At <= o.At+o.For+time.Millisecond && o.At <= f.At+f.For+time.Millisecond &&
+			slices.ContainsFunc(o.Masters, func(m int) bool { return slices.Contains(f.Masters, m) }) {
+			return true
+		}
+	}
+	return false
+}
+
+// restartsBeforeSecond moves half the gated schedule's kills whose
+// masters lose writes (restart empty, or from a snapshot), so that each
+// master restarts a few ms before a whole second of its clock, still as
+// soon after the kill as it did; from a stream of its own (rng). There the
+// master's INFO soon reads an uptime of 1 s (Redis counts it in whole
+// seconds of the clock: uptime_in_seconds is the seconds of now less the
+// seconds of the start), and a restart gate that trusts it (lua/gate.lua)
+// may let the master vote at once. A restart at a random instant meets it
+// only as often as its first gated vote comes late in its second (the
+// masters restart in no time here; a real one loads its data and its
+// clients reconnect, with its start time taken before both). The masters'
+// clocks differ by tens of ms, so each master of the kill restarts on its
+// own (simFault.Each), the first the kill's For after it. The clocks count
+// from the bubble's start, midnight UTC, a whole second. A kill that would
+// move into another kill of its masters stays as it was.
+func (s *simSchedule) restartsBeforeSecond(rng *rand.Rand) {
+	sec := float64(time.Second)
+	for i, f := range s.Faults {
+		if f.Kind != faultKill || f.Restart == restartData || rng.IntN(2) == 0 {
+			continue
+		}
+		// The whole second nearest the restart, on the first master's
+		// clock (the first, at +1s, at least).
+		c0 := s.Clocks[f.Masters[0]]
+		k := max(math.Round((float64(c0.Offset)+float64(f.At+f.For)*c0.Rate)/sec), 1) * sec
+		// Each master's restart: a few ms before k on its clock, in
+		// bubble time.
+		at := make([]time.Duration, len(f.Masters))
+		for j, m := range f.Masters {
+			c := s.Clocks[m]
+			before := uniform(rng, 50*time.Microsecond, 5*time.Millisecond)
+			at[j] = time.Duration((k - float64(before) - float64(c.Offset)) / c.Rate)
+		}
+		kill := slices.Min(at) - f.For
+		f.SnapAt = max(f.SnapAt+kill-f.At, 0)
+		f.At = kill
+		f.Each = make([]time.Duration, len(f.Masters))
+		for j := range at {
+			f.Each[j] = at[j] - kill
+		}
+		f.For = slices.Max(f.Each)
+		if f.At >= 0 && !s.killOverlaps(f, i) {
+			s.Faults[i] = f
 		}
 	}
 }
@@ -1158,9 +1227,21 @@ func (r *simRun) fault(f simFault) {
 		for _, m := range f.Masters {
 			r.masters[m].kill()
 		}
-		time.Sleep(f.For)
-		for _, m := range f.Masters {
-			r.masters[m].restart(f.Restart)
+		if f.Each == nil {
+			time.Sleep(f.For)
+			for _, m := range f.Masters {
+				r.masters[m].restart(f.Restart)
+			}
+			break
+		}
+		order := make([]int, len(f.Masters))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortFunc(order, func(i, j int) int { return int(f.Each[i] - f.Each[j]) })
+		for _, i := range order {
+			time.Sleep(f.At + f.Each[i] - time.Since(r.start))
+			r.masters[f.Masters[i]].restart(f.Restart)
 		}
 	case faultPartition:
 		n.mu.Lock()
