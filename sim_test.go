@@ -371,7 +371,7 @@ func simSweep(t *testing.T, base uint64, n int, soak time.Duration) *simStats {
 						}
 						st.wakeMu.Unlock()
 						if nf <= 20 {
-							t.Errorf("seed %d: %d violation(s), first: %s; gates let votes count early: %v", seed, len(res.violations), res.violations[0], ge)
+							t.Errorf("seed %d (rerun: -sim.seed=%d%s): %d violation(s), first: %s; gates let votes count early: %v", seed, seed, simGatedArg(), len(res.violations), res.violations[0], ge)
 						}
 						continue
 					}
@@ -382,14 +382,22 @@ func simSweep(t *testing.T, base uint64, n int, soak time.Duration) *simStats {
 						}
 					}
 					stop.Store(true)
-					t.Errorf("seed %d (schedule #%d of this run): %d violation(s):\n  %s\n%s\nschedule:\n%s\nrerun: go test -race -run 'TestSim$' -sim.seed=%d (add -sim.trace for every request)",
-						seed, i+1, len(res.violations), strings.Join(first(res.violations, 10), "\n  "), res.summary(), s, seed)
+					t.Errorf("seed %d (schedule #%d of this run): %d violation(s):\n  %s\n%s\nschedule:\n%s\nrerun: go test -race -run 'TestSim$' -sim.seed=%d%s (add -sim.trace for every request)",
+						seed, i+1, len(res.violations), strings.Join(first(res.violations, 10), "\n  "), res.summary(), s, seed, simGatedArg())
 				}
 			})
 		}
 	})
 	st.elapsed = time.Since(begin)
 	return st
+}
+
+// simGatedArg is the flag a seed's rerun needs to draw the same schedule.
+func simGatedArg() string {
+	if *simGatedFlag {
+		return " -sim.gated"
+	}
+	return ""
 }
 
 func first(s []string, n int) []string {
