@@ -4,6 +4,7 @@ import (
 	"context"
 	flagpkg "flag"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -33,11 +34,16 @@ import (
 // a Redlock with its own options (node timeout, backoff) and its own kind of
 // connection (honours contexts or waits for a read timeout, keeps or drops a
 // connection that timed out), running one or two workers; and a timeline
-// of faults: masters paused, killed and restarted (with their data, or empty
-// after more than the largest TTL), partitions between clients and masters,
-// slow and lossy masters. A few schedules break an assumption on purpose
-// (a clock that jumps or runs fast, a restart without data faster than the
-// largest TTL); their violations are reported as unsafe runs, not failures.
+// of faults: masters paused, killed and restarted (with their data; or
+// empty, or from a snapshot saved earlier in the run — an RDB, which loses
+// the writes after it — after more than the largest TTL), partitions
+// between clients and masters, slow and lossy masters. A few schedules
+// break an assumption on purpose (a clock that jumps or runs fast, a
+// restart empty or from a snapshot faster than the largest TTL); their
+// violations are reported as unsafe runs, not failures. A quarter of the
+// schedules (-sim.gated: all) give every client the restart gate
+// (WithRestartGate) and restart masters empty or from a snapshot at once:
+// the gate must make that safe.
 //
 // A worker loops: it takes a key (Lock with a deadline, TryLock, or Do),
 // holds it for a few steps — work, Extend to a random TTL (sometimes with a
@@ -89,6 +95,8 @@ import (
 //	-sim.schedules=N    run N schedules (default defaultSimSchedules; make test also runs SIM_SCHEDULES without -race) [REDLOCK_SIM_SCHEDULES]
 //	-sim.soak=DURATION  run schedules until DURATION has passed [REDLOCK_SIM_SOAK]
 //	-sim.base=N         the first seed (default: drawn at random and logged) [REDLOCK_SIM_BASE]
+//	-sim.gated          every schedule with the restart gate (and its empty and snapshot restarts at once)
+//	-sim.keepgoing      do not stop at the first failing schedule: count them all, each in a line
 //
 // # Reproducibility
 //
@@ -114,7 +122,8 @@ var (
 	simSchedulesFlag = flagpkg.Int("sim.schedules", 0, "simulation: schedules to run (0: the default)")
 	simSoakFlag      = flagpkg.Duration("sim.soak", 0, "simulation: run schedules for this long")
 	simBaseFlag      = flagpkg.String("sim.base", "", "simulation: the first seed (default: random)")
-	simGatedFlag     = flagpkg.Bool("sim.gated", false, "simulation: every schedule with the restart gate on and its empty restarts at once")
+	simGatedFlag     = flagpkg.Bool("sim.gated", false, "simulation: every schedule with the restart gate on and its empty and snapshot restarts at once")
+	simKeepGoingFlag = flagpkg.Bool("sim.keepgoing", false, "simulation: count every failing schedule instead of stopping at the first")
 )
 
 // defaultSimSchedules is how many schedules a plain `go test` runs, and so
@@ -148,6 +157,12 @@ func TestSim(t *testing.T) {
 		res := runSchedule(t, s, *simTraceFlag)
 		t.Logf("schedule:\n%s", s)
 		t.Logf("%s", res.summary())
+		if s.Gate > 0 {
+			t.Logf("restart gates let votes count early: %v", res.gateEarly)
+			for _, f := range res.gateEarly.first {
+				t.Logf("  %s", f)
+			}
+		}
 		for _, d := range run0(res) {
 			t.Logf("left: %s", d)
 		}
@@ -232,6 +247,13 @@ type simStats struct {
 	lostMsgs             int64    // lost on the way
 	dups                 int64    // releases sent twice
 	base                 uint64
+	// The restart gates' votes counted early (simGateEarly), and with
+	// -sim.keepgoing the failing schedules by the holes their gates let
+	// votes through: A (a snapshot's cache), B (an uptime read high).
+	gateEarly                        simGateEarly
+	gatedRuns, gatedHoles            int64 // gated schedules; of them, those whose gates let votes through a hole
+	failA, failB, failAB, failNoHole int64
+	failSeeds                        []uint64
 
 	mu       sync.Mutex
 	examples []string // a few unsafe runs' first violation
@@ -251,6 +273,13 @@ func (st *simStats) report(t *testing.T) {
 		st.loops, st.adoptable, st.leftHanded, st.leftAtClose, st.leftSeeds, st.leftLost)
 	st.wakeMu.Unlock()
 	t.Logf("%d schedules broke an assumption on purpose; %d of them were reported unsafe", st.unsafeRuns.Load(), st.unsafeCaught.Load())
+	st.wakeMu.Lock()
+	t.Logf("restart gates: %d gated schedules, %d of them let a vote count early through a hole; votes counted early: %v", st.gatedRuns, st.gatedHoles, st.gateEarly)
+	if f := st.failed.Load(); f > 0 && *simKeepGoingFlag {
+		t.Logf("%d of %d schedules failed: %d with votes through hole A only (a snapshot's cache), %d through B only (uptime read high), %d through both, %d through neither; seeds %v",
+			f, n, st.failA, st.failB, st.failAB, st.failNoHole, st.failSeeds)
+	}
+	st.wakeMu.Unlock()
 	for _, e := range st.examples {
 		t.Logf("  unsafe, as it may be: %s", e)
 	}
@@ -300,6 +329,13 @@ func simSweep(t *testing.T, base uint64, n int, soak time.Duration) *simStats {
 					st.delivered += res.delivered
 					st.lostMsgs += res.lostMsgs
 					st.dups += res.dups
+					st.gateEarly.add(res.gateEarly)
+					if s.Gate > 0 {
+						st.gatedRuns++
+						if res.gateEarly.holes() > 0 {
+							st.gatedHoles++
+						}
+					}
 					st.wakeMu.Unlock()
 					if s.unsafe() {
 						st.unsafeRuns.Add(1)
@@ -316,7 +352,29 @@ func simSweep(t *testing.T, base uint64, n int, soak time.Duration) *simStats {
 						st.mu.Unlock()
 						continue
 					}
-					st.failed.Add(1)
+					nf := st.failed.Add(1)
+					if *simKeepGoingFlag {
+						ge := res.gateEarly
+						st.wakeMu.Lock()
+						switch {
+						case ge.snapshot > 0 && ge.rounding > 0:
+							st.failAB++
+						case ge.snapshot > 0:
+							st.failA++
+						case ge.rounding > 0:
+							st.failB++
+						default:
+							st.failNoHole++
+						}
+						if len(st.failSeeds) < 50 {
+							st.failSeeds = append(st.failSeeds, seed)
+						}
+						st.wakeMu.Unlock()
+						if nf <= 20 {
+							t.Errorf("seed %d (rerun: -sim.seed=%d%s): %d violation(s), first: %s; gates let votes count early: %v", seed, seed, simGatedArg(), len(res.violations), res.violations[0], ge)
+						}
+						continue
+					}
 					for {
 						f := st.firstFail.Load()
 						if f != 0 && f <= i+1 || st.firstFail.CompareAndSwap(f, i+1) {
@@ -324,14 +382,22 @@ func simSweep(t *testing.T, base uint64, n int, soak time.Duration) *simStats {
 						}
 					}
 					stop.Store(true)
-					t.Errorf("seed %d (schedule #%d of this run): %d violation(s):\n  %s\n%s\nschedule:\n%s\nrerun: go test -race -run 'TestSim$' -sim.seed=%d (add -sim.trace for every request)",
-						seed, i+1, len(res.violations), strings.Join(first(res.violations, 10), "\n  "), res.summary(), s, seed)
+					t.Errorf("seed %d (schedule #%d of this run): %d violation(s):\n  %s\n%s\nschedule:\n%s\nrerun: go test -race -run 'TestSim$' -sim.seed=%d%s (add -sim.trace for every request)",
+						seed, i+1, len(res.violations), strings.Join(first(res.violations, 10), "\n  "), res.summary(), s, seed, simGatedArg())
 				}
 			})
 		}
 	})
 	st.elapsed = time.Since(begin)
 	return st
+}
+
+// simGatedArg is the flag a seed's rerun needs to draw the same schedule.
+func simGatedArg() string {
+	if *simGatedFlag {
+		return " -sim.gated"
+	}
+	return ""
 }
 
 func first(s []string, n int) []string {
@@ -410,24 +476,33 @@ func (k simFaultKind) String() string {
 }
 
 type simFault struct {
-	At       time.Duration
-	For      time.Duration
-	Kind     simFaultKind
-	Masters  []int
-	Clients  []int         // partition: the clients cut off from Masters
-	WithData bool          // kill: restart with the data
-	Amount   time.Duration // slow: extra reply delay; clock-jump: the jump
-	Loss     float64       // lossy: the chance a reply is lost
+	At      time.Duration
+	For     time.Duration
+	Kind    simFaultKind
+	Masters []int
+	Clients []int           // partition: the clients cut off from Masters
+	Restart simRestart      // kill: what the masters come back with
+	SnapAt  time.Duration   // kill from a snapshot: when the masters save it
+	Each    []time.Duration // kill: when not nil, each master's own For (For is the largest)
+	Amount  time.Duration   // slow: extra reply delay; clock-jump: the jump
+	Loss    float64         // lossy: the chance a reply is lost
 }
 
 func (f simFault) String() string {
 	s := fmt.Sprintf("+%v %v masters %v", f.At.Round(time.Microsecond), f.Kind, f.Masters)
 	switch f.Kind {
 	case faultKill:
-		if f.WithData {
-			s += fmt.Sprintf(", restart with data after %v", f.For.Round(time.Microsecond))
+		if f.Each != nil {
+			each := make([]string, len(f.Each))
+			for i, d := range f.Each {
+				each[i] = d.Round(time.Microsecond).String()
+			}
+			s += fmt.Sprintf(", restart %v after %v", f.Restart, strings.Join(each, ", "))
 		} else {
-			s += fmt.Sprintf(", restart EMPTY after %v", f.For.Round(time.Microsecond))
+			s += fmt.Sprintf(", restart %v after %v", f.Restart, f.For.Round(time.Microsecond))
+		}
+		if f.Restart == restartSnapshot {
+			s += fmt.Sprintf(" (saved at +%v)", f.SnapAt.Round(time.Microsecond))
 		}
 	case faultPartition:
 		s += fmt.Sprintf(" from clients %v for %v", f.Clients, f.For.Round(time.Microsecond))
@@ -614,8 +689,9 @@ func genSchedule(seed uint64) *simSchedule {
 			f.Kind = faultPause
 		case x < 40:
 			f.Kind = faultKill
-			f.WithData = rng.IntN(2) == 0
-			if !f.WithData {
+			f.Restart = restartData
+			if rng.IntN(2) != 0 {
+				f.Restart = restartEmpty
 				f.For = max(f.For, maxTTL+s.maxSkew(f.At+2*time.Second)+50*time.Millisecond)
 			}
 			ok := true
@@ -652,14 +728,123 @@ func genSchedule(seed uint64) *simSchedule {
 	if grng.IntN(4) == 0 || *simGatedFlag {
 		s.Gate = maxTTL + s.maxSkew(s.Length+5*time.Second) + 50*time.Millisecond
 		for i, f := range s.Faults {
-			if f.Kind == faultKill && !f.WithData {
+			if f.Kind == faultKill && f.Restart == restartEmpty {
 				s.Faults[i].For = uniform(grng, 5*time.Millisecond, 300*time.Millisecond)
 			}
 		}
 		s.Breaks = slices.DeleteFunc(s.Breaks, func(b string) bool { return strings.Contains(b, "restart empty") })
 	}
+	s.snapshotRestarts(rand.New(rand.NewPCG(seed, 0x0db0_0db0)))
+	if s.Gate > 0 {
+		s.restartsBeforeSecond(rand.New(rand.NewPCG(seed, 0x5ec0_5ec0)))
+	}
 	slices.SortStableFunc(s.Faults, func(a, b simFault) int { return int(a.At - b.At) })
 	return s
+}
+
+// snapshotRestarts adds kills whose masters restart from a snapshot (an
+// RDB) saved before, from a stream of their own (rng): about as many as
+// the kills that restart empty (a quarter of the schedules have one). The
+// snapshot holds the lock keys, fence counters and restart gates' caches
+// (EpochKey) of its time; a restart from it loses every write since. In a
+// gated schedule the masters come back at once (5 to 300 ms), which the
+// gate must make safe, as it does for empty restarts; otherwise after the
+// largest TTL plus what the clocks may differ by (the delayed-restart
+// rule, as for empty restarts), except a quarter of them that come back at
+// once and break the rule on purpose.
+func (s *simSchedule) snapshotRestarts(rng *rand.Rand) {
+	quorum := s.Masters/2 + 1
+	maxTTL := s.maxTTL()
+	for range rng.IntN(7) {
+		if rng.IntN(10) != 0 {
+			continue
+		}
+		f := simFault{Kind: faultKill, Restart: restartSnapshot, At: uniform(rng, 0, s.Length)}
+		if rng.IntN(2) == 0 {
+			f.Masters = subset(rng, s.Masters, 1)
+		} else {
+			f.Masters = subset(rng, s.Masters, quorum+rng.IntN(s.Masters-quorum+1))
+		}
+		f.SnapAt = uniform(rng, f.At/4, f.At)
+		f.For = uniform(rng, 5*time.Millisecond, 300*time.Millisecond)
+		breaks := false
+		switch {
+		case s.Gate > 0:
+		case rng.IntN(4) == 0:
+			breaks = true
+			f.For = uniform(rng, time.Millisecond, maxTTL)
+		default:
+			f.For = max(f.For, maxTTL+s.maxSkew(f.At+2*time.Second)+50*time.Millisecond)
+		}
+		if s.killOverlaps(f, -1) { // no two kills of a master overlap
+			continue
+		}
+		s.Faults = append(s.Faults, f)
+		if breaks {
+			s.Breaks = append(s.Breaks, fmt.Sprintf("masters %v restart from a snapshot of +%v at +%v, %v after their kill, sooner than the largest TTL %v",
+				f.Masters, f.SnapAt.Round(time.Microsecond), (f.At+f.For).Round(time.Microsecond), f.For.Round(time.Microsecond), maxTTL))
+		}
+	}
+}
+
+// killOverlaps reports whether kill f, from its kill to a ms after its
+// restart, overlaps a kill of one of its masters among s.Faults other than
+// s.Faults[self].
+func (s *simSchedule) killOverlaps(f simFault, self int) bool {
+	for j, o := range s.Faults {
+		if j != self && o.Kind == faultKill && f.At <= o.At+o.For+time.Millisecond && o.At <= f.At+f.For+time.Millisecond &&
+			slices.ContainsFunc(o.Masters, func(m int) bool { return slices.Contains(f.Masters, m) }) {
+			return true
+		}
+	}
+	return false
+}
+
+// restartsBeforeSecond moves half the gated schedule's kills whose
+// masters lose writes (restart empty, or from a snapshot), so that each
+// master restarts a few ms before a whole second of its clock, still as
+// soon after the kill as it did; from a stream of its own (rng). There the
+// master's INFO soon reads an uptime of 1 s (Redis counts it in whole
+// seconds of the clock: uptime_in_seconds is the seconds of now less the
+// seconds of the start), and a restart gate that trusts it (lua/gate.lua)
+// may let the master vote at once. A restart at a random instant meets it
+// only as often as its first gated vote comes late in its second (the
+// masters restart in no time here; a real one loads its data and its
+// clients reconnect, with its start time taken before both). The masters'
+// clocks differ by tens of ms, so each master of the kill restarts on its
+// own (simFault.Each), the first the kill's For after it. The clocks count
+// from the bubble's start, midnight UTC, a whole second. A kill that would
+// move into another kill of its masters stays as it was.
+func (s *simSchedule) restartsBeforeSecond(rng *rand.Rand) {
+	sec := float64(time.Second)
+	for i, f := range s.Faults {
+		if f.Kind != faultKill || f.Restart == restartData || rng.IntN(2) == 0 {
+			continue
+		}
+		// The whole second nearest the restart, on the first master's
+		// clock (the first, at +1s, at least).
+		c0 := s.Clocks[f.Masters[0]]
+		k := max(math.Round((float64(c0.Offset)+float64(f.At+f.For)*c0.Rate)/sec), 1) * sec
+		// Each master's restart: a few ms before k on its clock, in
+		// bubble time.
+		at := make([]time.Duration, len(f.Masters))
+		for j, m := range f.Masters {
+			c := s.Clocks[m]
+			before := uniform(rng, 50*time.Microsecond, 5*time.Millisecond)
+			at[j] = time.Duration((k - float64(before) - float64(c.Offset)) / c.Rate)
+		}
+		kill := slices.Min(at) - f.For
+		f.SnapAt = max(f.SnapAt+kill-f.At, 0)
+		f.At = kill
+		f.Each = make([]time.Duration, len(f.Masters))
+		for j := range at {
+			f.Each[j] = at[j] - kill
+		}
+		f.For = slices.Max(f.Each)
+		if f.At >= 0 && !s.killOverlaps(f, i) {
+			s.Faults[i] = f
+		}
+	}
 }
 
 // maxSkew bounds how far two masters' clocks are apart by bubble time at.
@@ -712,10 +897,11 @@ type simResult struct {
 	leftLost    int
 	leftDetails []string
 	leftAtClose int
-	handed      int   // holders that took the lock by hand-off
-	dups        int64 // releases sent twice
-	delivered   int64 // pub/sub messages delivered
-	lostMsgs    int64 // and lost on the way
+	handed      int          // holders that took the lock by hand-off
+	dups        int64        // releases sent twice
+	delivered   int64        // pub/sub messages delivered
+	lostMsgs    int64        // and lost on the way
+	gateEarly   simGateEarly // the masters' restart gates' early votes, summed
 }
 
 func (r *simResult) summary() string {
@@ -892,6 +1078,7 @@ func simulate(run *simRun, trace bool) (res simResult) {
 		for _, m := range run.masters {
 			m.mu.Lock()
 			res.wake.add(m.stats)
+			res.gateEarly.add(m.gateEarly)
 			m.mu.Unlock()
 		}
 		for _, h := range run.holders {
@@ -1027,6 +1214,12 @@ func simulate(run *simRun, trace bool) (res simResult) {
 
 // fault applies f at its time and heals it after its duration.
 func (r *simRun) fault(f simFault) {
+	if f.Kind == faultKill && f.Restart == restartSnapshot {
+		time.Sleep(f.SnapAt - time.Since(r.start))
+		for _, m := range f.Masters {
+			r.masters[m].save()
+		}
+	}
 	time.Sleep(f.At - time.Since(r.start))
 	n := r.net
 	switch f.Kind {
@@ -1042,9 +1235,21 @@ func (r *simRun) fault(f simFault) {
 		for _, m := range f.Masters {
 			r.masters[m].kill()
 		}
-		time.Sleep(f.For)
-		for _, m := range f.Masters {
-			r.masters[m].restart(f.WithData)
+		if f.Each == nil {
+			time.Sleep(f.For)
+			for _, m := range f.Masters {
+				r.masters[m].restart(f.Restart)
+			}
+			break
+		}
+		order := make([]int, len(f.Masters))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortFunc(order, func(i, j int) int { return int(f.Each[i] - f.Each[j]) })
+		for _, i := range order {
+			time.Sleep(f.At + f.Each[i] - time.Since(r.start))
+			r.masters[f.Masters[i]].restart(f.Restart)
 		}
 	case faultPartition:
 		n.mu.Lock()

@@ -676,3 +676,71 @@ func sameError(a, b error) bool {
 	}
 	return ra == rb
 }
+
+// TestSimInfoAgreesWithRedis: the sim's INFO server has Redis's shape — the
+// section's header, then field:value lines, each ending in CRLF, its
+// fields in the order a redis-server gives them (the installed one may
+// have more), a run_id of 40 hex digits — and counts uptime_in_seconds as
+// Redis 7.0 does (server.unixtime − server.stat_starttime, both whole
+// seconds): 75 ms after a start at 10.9 s of the clock it reads 1.
+func TestSimInfoAgreesWithRedis(t *testing.T) {
+	ctx := context.Background()
+	c := clients(t, masters.Addrs()[:1])[0]
+	real, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := newSimMaster(0, time.Now(), 0, 1)
+	t.Cleanup(sim.stopScripts)
+	info := func(start, now time.Duration) string {
+		sim.mu.Lock()
+		defer sim.mu.Unlock()
+		sim.startedAt = int64(start)
+		x := simExec{m: sim, now: int64(now)}
+		return cmdInfo(&x, []string{"info", "server"}).s
+	}
+	fields := func(who, s string) []string {
+		t.Helper()
+		body, ok := strings.CutPrefix(s, "# Server\r\n")
+		if !ok || !strings.HasSuffix(body, "\r\n") {
+			t.Fatalf("%s INFO server = %q; want \"# Server\\r\\n\" then lines ending in CRLF", who, s)
+		}
+		var names []string
+		for l := range strings.SplitSeq(strings.TrimSuffix(body, "\r\n"), "\r\n") {
+			name, v, ok := strings.Cut(l, ":")
+			if !ok || strings.ContainsAny(l, "\r\n") {
+				t.Fatalf("%s INFO server line %q is not field:value", who, l)
+			}
+			if name == "run_id" && (len(v) != 40 || strings.Trim(v, "0123456789abcdef") != "") {
+				t.Errorf("%s run_id %q; want 40 hex digits", who, v)
+			}
+			names = append(names, name)
+		}
+		return names
+	}
+	rn := fields("redis", real)
+	sn := fields("sim", info(0, time.Hour))
+	i := 0
+	for _, n := range sn {
+		for i < len(rn) && rn[i] != n {
+			i++
+		}
+		if i == len(rn) {
+			t.Fatalf("the sim's INFO server field %q is not in redis's, or out of its order: sim %v, redis %v", n, sn, rn)
+		}
+	}
+	for _, tc := range []struct {
+		start, now time.Duration
+		want       string
+	}{
+		{10*time.Second + 900*time.Millisecond, 11*time.Second + 75*time.Millisecond, "uptime_in_seconds:1\r\n"},
+		{10*time.Second + 900*time.Millisecond, 11*time.Second + 899*time.Millisecond, "uptime_in_seconds:1\r\n"},
+		{10*time.Second + 900*time.Millisecond, 10*time.Second + 999*time.Millisecond, "uptime_in_seconds:0\r\n"},
+		{10 * time.Second, 12*time.Second - time.Nanosecond, "uptime_in_seconds:1\r\n"},
+		{10 * time.Second, 3*24*time.Hour + 11*time.Second, "uptime_in_seconds:259201\r\nuptime_in_days:3\r\n"},
+	} {
+		if got := info(tc.start, tc.now); !strings.Contains(got, tc.want) {
+			t.Errorf("started at %v, INFO at %v: %q; want it to hold %q", tc.start, tc.now, got, tc.want)
+		}
+	}
+}

@@ -1,6 +1,8 @@
 package redlock
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"strconv"
@@ -43,6 +45,16 @@ type simMaster struct {
 	stats       simWakeStats
 	restarted   bool  // killed at least once: the end-of-run check excuses its keys
 	startedAt   int64 // on its clock, ns: INFO's uptime counts from it
+	runID       string
+	// rdb is the last snapshot the master saved (save), which a restart
+	// from its snapshot loads; nil: none saved yet (such a restart comes
+	// back empty, as Redis does without a dump.rdb). startedFrom is how
+	// the running incarnation came up.
+	rdb         map[string]*simKey
+	startedFrom simRestart
+	// gateEarly counts the gated votes the restart gate let count while the
+	// master had been up less than the gate, by why (simGateEarly).
+	gateEarly simGateEarly
 	// shimErrs: what a request needed that simredis_test.go does not
 	// simulate; luaErrs: scripts that raised an error (a bug in the script
 	// when nobody changes keys by hand, as in the simulation). Both are
@@ -100,7 +112,16 @@ func newSimMaster(id int, epoch time.Time, offset time.Duration, rate float64) *
 		subs:    map[string]map[simSubscriber]bool{},
 		// Up for an hour when the run starts: a restart gate lets it vote.
 		startedAt: epoch.UnixNano() + int64(offset) - int64(time.Hour),
+		runID:     simRunID(id, epoch, 0),
 	}
+}
+
+// simRunID is the run_id INFO reports for incarnation inc of master id: 40
+// hex digits, as Redis draws at each start, here from the master and the
+// incarnation so that a seed's run reads the same ids.
+func simRunID(id int, epoch time.Time, inc int) string {
+	sum := sha1.Sum(fmt.Appendf(nil, "sim-master-%d/%d/%d", id, epoch.UnixNano(), inc))
+	return hex.EncodeToString(sum[:])
 }
 
 // clockLocked is the master's clock now, in unix ns (m.mu held).
@@ -144,20 +165,72 @@ func (m *simMaster) kill() {
 	}
 }
 
-// restart starts a killed master again, with its data (an AOF with fsync
-// always: keys whose expiry passed meanwhile are gone) or empty (fence
-// counters too).
-func (m *simMaster) restart(withData bool) {
+// simRestart is what a killed master comes back with.
+type simRestart uint8
+
+const (
+	// restartData: its data (an AOF with fsync always): every write up to
+	// the kill; keys whose expiry passed meanwhile are gone.
+	restartData simRestart = iota
+	// restartEmpty: nothing (no persistence): fence counters and the
+	// restart gate's cache (EpochKey) too.
+	restartEmpty
+	// restartSnapshot: the keys of its last snapshot (an RDB, see save),
+	// every write after it lost: lock keys, fence counters and the restart
+	// gate's cache as they were then.
+	restartSnapshot
+)
+
+func (r simRestart) String() string {
+	return [...]string{"with data", "EMPTY", "from its SNAPSHOT"}[r]
+}
+
+// restart starts a killed master again, with what how says. Its start
+// time (INFO's uptime) and run_id are new.
+func (m *simMaster) restart(how simRestart) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.state != masterDown {
 		return
 	}
-	if !withData {
+	now := m.clockLocked()
+	switch how {
+	case restartEmpty:
 		clear(m.keys)
+	case restartSnapshot:
+		// As Redis loads an RDB on a master: a key whose expiry passed is
+		// not loaded.
+		clear(m.keys)
+		for name, k := range m.rdb {
+			if k.expireAt == 0 || now < k.expireAt {
+				m.keys[name] = k.clone()
+			}
+		}
 	}
-	m.startedAt = m.clockLocked()
+	m.startedAt = now
+	m.startedFrom = how
+	m.runID = simRunID(m.id, m.epoch, m.incarnation)
 	m.setStateLocked(masterUp)
+}
+
+// save takes a snapshot of the keyspace (SAVE, or a BGSAVE's fork), which
+// a later restart from the snapshot loads: the keys with their absolute
+// expiries (on the master's clock). A master that is down or paused (a
+// stopped process forks no child) saves nothing and keeps its last one.
+func (m *simMaster) save() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.state != masterUp {
+		return false
+	}
+	now := m.clockLocked()
+	m.rdb = make(map[string]*simKey, len(m.keys))
+	for name, k := range m.keys {
+		if k.expireAt == 0 || now < k.expireAt {
+			m.rdb[name] = k.clone()
+		}
+	}
+	return true
 }
 
 // jump moves the master's clock by d (an assumption broken on purpose when
