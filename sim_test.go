@@ -275,6 +275,12 @@ func (st *simStats) report(t *testing.T) {
 	t.Logf("%d schedules broke an assumption on purpose; %d of them were reported unsafe", st.unsafeRuns.Load(), st.unsafeCaught.Load())
 	st.wakeMu.Lock()
 	t.Logf("restart gates: %d gated schedules, %d of them let a vote count early through a hole; votes counted early: %v", st.gatedRuns, st.gatedHoles, st.gateEarly)
+	if st.gateEarly.holes() > 0 {
+		// What the gate holds, checked vote by vote: whether or not a
+		// second holder followed, a gate that let a master vote before it
+		// had been up the gate is broken.
+		t.Errorf("restart gates let %d votes count before their masters had been up the gate: %v", st.gateEarly.holes(), st.gateEarly.first)
+	}
 	if f := st.failed.Load(); f > 0 && *simKeepGoingFlag {
 		t.Logf("%d of %d schedules failed: %d with votes through hole A only (a snapshot's cache), %d through B only (uptime read high), %d through both, %d through neither; seeds %v",
 			f, n, st.failA, st.failB, st.failAB, st.failNoHole, st.failSeeds)
