@@ -28,8 +28,6 @@ require (
 	pgregory.net/rapid v1.3.0
 )
 
-require golang.org/x/sync v0.25.0
-
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect

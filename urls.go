@@ -6,10 +6,10 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/sync/errgroup"
 )
 
 // urlDialTimeout bounds a dial to a master named by URL, unless the URL sets
@@ -266,16 +266,17 @@ func NewFromURLs(urls []string, opts ...Option) (*Redlock, error) {
 		nodes[i] = o.node(cs[i])
 	}
 	closeAll := func() error {
-		var g errgroup.Group
+		var wg sync.WaitGroup
+		errs := make([]error, len(cs))
 		for i, c := range cs {
-			g.Go(func() error {
+			wg.Go(func() {
 				if err := c.Close(); err != nil {
-					return fmt.Errorf("closing %s: %w", RedactURL(urls[i]), err)
+					errs[i] = fmt.Errorf("closing %s: %w", RedactURL(urls[i]), err)
 				}
-				return nil
 			})
 		}
-		return g.Wait()
+		wg.Wait()
+		return errors.Join(errs...)
 	}
 	r, err := New(nodes, opts...)
 	if err != nil {
