@@ -9,7 +9,7 @@ NESTED = chaos cmd/redlock redlockotel bench
 # does defaultSimSchedules, 300).
 SIM_SCHEDULES ?= 3000
 
-.PHONY: test vet chaos redis-server soak tidy
+.PHONY: test vet chaos redis-server soak tidy modules release
 # The simulation's masters run the real scripts in gopher-lua (test-only):
 # the race detector skips the interpreter, whose every memory access it
 # would instrument (2.7x the simulation's CPU); our code stays instrumented.
@@ -55,3 +55,14 @@ soak:
 tidy:
 	bash .ci/tidy
 
+
+# What a user of the published modules gets: a program importing only the
+# library has at most 15 modules and none of Docker's; the release
+# procedure works and each nested module builds with GOWORK=off against the
+# root as it would be published (a dry run in a scratch clone; .ci/modules).
+modules:
+	bash .ci/modules
+
+# Tag a release of every module: make release VERSION=vX.Y.Z (RELEASING.md).
+release:
+	bash .ci/release $(VERSION)
