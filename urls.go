@@ -262,6 +262,7 @@ func NewFromURLs(urls []string, opts ...Option) (*Redlock, error) {
 	cs := make([]redis.UniversalClient, len(urls))
 	nodes := make([]Node, len(urls))
 	for i, o := range optsOf {
+		o.fewConns()
 		cs[i] = o.NewClient()
 		nodes[i] = o.node(cs[i])
 	}
@@ -285,6 +286,31 @@ func NewFromURLs(urls []string, opts ...Option) (*Redlock, error) {
 	}
 	r.closeClients = closeAll
 	return r, nil
+}
+
+// fewConns sizes the connection pools of a client that only a Redlock uses,
+// unless the URL set pool_size or pipeline_pool_size: one connection, which
+// pipelines share. The Redlock sends one batch at a time to a master (its
+// lane), so it never needs a second; and go-redis prints a line on stderr,
+// through its logger for the whole program, for every dial that fails until
+// as many failed in a row as the pool has connections. So a master that
+// goes down costs one line, not one per connection of a default pool and
+// of its pipeline pool (30 with 2 CPUs) — the design's least: the line
+// comes from go-redis, and a library does not silence the program's
+// logger (README: go-redis's log lines).
+func (m MasterOptions) fewConns() {
+	var pool, pipe *int
+	switch {
+	case m.Sentinel != nil:
+		pool, pipe = &m.Sentinel.PoolSize, &m.Sentinel.PipelinePoolSize
+	case m.Cluster != nil:
+		pool, pipe = &m.Cluster.PoolSize, &m.Cluster.PipelinePoolSize
+	default:
+		pool, pipe = &m.Client.PoolSize, &m.Client.PipelinePoolSize
+	}
+	if *pool == 0 && *pipe == 0 {
+		*pool, *pipe = 1, -1
+	}
 }
 
 // RedactURL returns rawURL with its passwords replaced by "xxxxx" — the one
