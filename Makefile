@@ -1,10 +1,15 @@
 # The README's commands. `make test` is what CI runs.
 GO ?= go
+# The modules of this repository are built together through go.work (the
+# library, chaos/, cmd/redlock/, redlockotel/, bench/), also when the
+# environment says GOWORK=off. NESTED lists the modules other than the root.
+export GOWORK = $(CURDIR)/go.work
+NESTED = chaos cmd/redlock redlockotel bench
 # Schedules of the simulation's non-race run in `make test` (the -race run
 # does defaultSimSchedules, 300).
 SIM_SCHEDULES ?= 3000
 
-.PHONY: test vet chaos redis-server soak
+.PHONY: test vet chaos redis-server soak tidy modules release
 # The simulation's masters run the real scripts in gopher-lua (test-only):
 # the race detector skips the interpreter, whose every memory access it
 # would instrument (2.7x the simulation's CPU); our code stays instrumented.
@@ -13,12 +18,15 @@ RACE_FLAGS = -race -gcflags=github.com/yuin/gopher-lua/...=-race=false
 test: vet redis-server
 	# Packages one at a time (-p 1): on 2 cores the root package's tests
 	# running alongside the chaos scenarios starved them once (no acquire both
-	# started and ended inside a 1.5 s fault).
+	# started and ended inside a 1.5 s fault). The chaos module's tests run
+	# after these, also one package at a time.
 	$(GO) test $(RACE_FLAGS) -count=1 -timeout 15m -p 1 ./...
 	# The simulation again without -race, which costs it ten times the CPU:
 	# thousands of schedules (sim_test.go) in about a minute of this machine.
 	$(GO) test -count=1 -timeout 10m -run 'TestSim$$' . -sim.schedules=$(SIM_SCHEDULES)
 	# ./... stops at nested modules: their tests run from their own dirs.
+	cd chaos && $(GO) test -race -count=1 -timeout 15m -p 1 ./...
+	cd cmd/redlock && $(GO) test -race -count=1 -timeout 10m ./...
 	cd redlockotel && $(GO) test -race -count=1 -timeout 5m ./...
 	cd bench && $(GO) test -race -count=1 -timeout 5m ./...
 
@@ -34,11 +42,27 @@ redis-server:
 vet:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
-	cd redlockotel && $(GO) vet ./...
-	cd bench && $(GO) vet ./...
+	for m in $(NESTED); do (cd $$m && $(GO) vet ./...) || exit 1; done
+	cd .ci/modproxy && GOWORK=off $(GO) vet ./...
 
 # The simulation (sim_test.go) for longer than make test runs it: schedules
 # from a random seed until SOAK has passed; a failure prints its seed.
 SOAK ?= 10m
 soak:
 	$(GO) test $(RACE_FLAGS) -count=1 -timeout 0 -run 'TestSim$$' . -sim.soak=$(SOAK)
+
+# go mod tidy in every module (see .ci/tidy for the nested modules).
+tidy:
+	bash .ci/tidy
+
+
+# What a user of the published modules gets: a program importing only the
+# library has at most 15 modules and none of Docker's; the release
+# procedure works and each nested module builds with GOWORK=off against the
+# root as it would be published (a dry run in a scratch clone; .ci/modules).
+modules:
+	bash .ci/modules
+
+# Tag a release of every module: make release VERSION=vX.Y.Z (RELEASING.md).
+release:
+	bash .ci/release $(VERSION)

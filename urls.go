@@ -6,10 +6,10 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/sync/errgroup"
 )
 
 // urlDialTimeout bounds a dial to a master named by URL, unless the URL sets
@@ -262,20 +262,22 @@ func NewFromURLs(urls []string, opts ...Option) (*Redlock, error) {
 	cs := make([]redis.UniversalClient, len(urls))
 	nodes := make([]Node, len(urls))
 	for i, o := range optsOf {
+		o.fewConns()
 		cs[i] = o.NewClient()
 		nodes[i] = o.node(cs[i])
 	}
 	closeAll := func() error {
-		var g errgroup.Group
+		var wg sync.WaitGroup
+		errs := make([]error, len(cs))
 		for i, c := range cs {
-			g.Go(func() error {
+			wg.Go(func() {
 				if err := c.Close(); err != nil {
-					return fmt.Errorf("closing %s: %w", RedactURL(urls[i]), err)
+					errs[i] = fmt.Errorf("closing %s: %w", RedactURL(urls[i]), err)
 				}
-				return nil
 			})
 		}
-		return g.Wait()
+		wg.Wait()
+		return errors.Join(errs...)
 	}
 	r, err := New(nodes, opts...)
 	if err != nil {
@@ -284,6 +286,31 @@ func NewFromURLs(urls []string, opts ...Option) (*Redlock, error) {
 	}
 	r.closeClients = closeAll
 	return r, nil
+}
+
+// fewConns sizes the connection pools of a client that only a Redlock uses,
+// unless the URL set pool_size or pipeline_pool_size: one connection, which
+// pipelines share. The Redlock sends one batch at a time to a master (its
+// lane), so it never needs a second; and go-redis prints a line on stderr,
+// through its logger for the whole program, for every dial that fails until
+// as many failed in a row as the pool has connections. So a master that
+// goes down costs one line, not one per connection of a default pool and
+// of its pipeline pool (30 with 2 CPUs) — the design's least: the line
+// comes from go-redis, and a library does not silence the program's
+// logger (README: go-redis's log lines).
+func (m MasterOptions) fewConns() {
+	var pool, pipe *int
+	switch {
+	case m.Sentinel != nil:
+		pool, pipe = &m.Sentinel.PoolSize, &m.Sentinel.PipelinePoolSize
+	case m.Cluster != nil:
+		pool, pipe = &m.Cluster.PoolSize, &m.Cluster.PipelinePoolSize
+	default:
+		pool, pipe = &m.Client.PoolSize, &m.Client.PipelinePoolSize
+	}
+	if *pool == 0 && *pipe == 0 {
+		*pool, *pipe = 1, -1
+	}
 }
 
 // RedactURL returns rawURL with its passwords replaced by "xxxxx" — the one

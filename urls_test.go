@@ -1,12 +1,20 @@
 package redlock
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
+
+	"github.com/redlock/redlock/internal/redistest"
 )
 
 func TestParseMasterURL(t *testing.T) {
@@ -296,5 +304,97 @@ func TestNewFromURLsNames(t *testing.T) {
 	_, err = NewFromURLs([]string{urls[0], "redis+sentinel://s2:26379?master_name=m1&addr=s1:26379", "h:6380"})
 	if err == nil || !strings.Contains(err.Error(), "same master sentinel:m1@s1:26379,s2:26379/0") {
 		t.Errorf("NewFromURLs(the same Sentinel-managed master twice) = %v; want it refused by name", err)
+	}
+}
+
+// quietChildEnv holds the master URLs when the test binary is the program
+// that TestNewFromURLsQuietWhenMastersDown watches; quietLineEnv, when set,
+// makes that program run the README's line that drops go-redis's dial
+// failures.
+const (
+	quietChildEnv = "REDLOCK_TEST_QUIET_CHILD"
+	quietLineEnv  = "REDLOCK_TEST_QUIET_LINE"
+)
+
+// TestNewFromURLsQuietWhenMastersDown runs a program that locks and unlocks
+// in a loop with NewFromURLs while 2 of its 5 masters are down, with
+// go-redis's logger as a user's program has it (this test binary silences
+// it in TestMain, so the program is the test binary run again), and counts
+// the lines it writes on stderr: go-redis prints one per master that went
+// down, and none with the README's line.
+func TestNewFromURLsQuietWhenMastersDown(t *testing.T) {
+	if urls := os.Getenv(quietChildEnv); urls != "" {
+		if os.Getenv(quietLineEnv) != "" {
+			redis.SetLogger(logging.NewBlacklistLogger([]string{"failed to dial"}))
+		}
+		lockLoop(t, strings.Split(urls, ","), 2*time.Second)
+		return
+	}
+	c := redistest.StartT(t, 5, redistest.Options{})
+	down := c.Servers[3:]
+	for _, s := range down {
+		if err := s.Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		env       string
+		wantLines int
+	}{
+		{"library", "", len(down)},
+		{"README line", quietLineEnv + "=1", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestNewFromURLsQuietWhenMastersDown$", "-test.count=1", "-test.v")
+			cmd.Env = append(os.Environ(), quietChildEnv+"="+strings.Join(c.Addrs(), ","), tc.env)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("the locking program: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+			}
+			t.Logf("the locking program:\n%s", stdout.String())
+			lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
+			if stderr.Len() == 0 {
+				lines = nil
+			}
+			t.Logf("%d lines on stderr with %d of %d masters down", len(lines), len(down), len(c.Servers))
+			if len(lines) > tc.wantLines {
+				t.Errorf("%d lines on stderr; want at most %d (one per master down: go-redis's dial failure):\n%s",
+					len(lines), tc.wantLines, strings.Join(lines[:min(len(lines), 10)], "\n"))
+			}
+			for _, l := range lines {
+				if !strings.Contains(l, "failed to dial") {
+					t.Errorf("a line on stderr that is not go-redis's dial failure: %s", l)
+				}
+			}
+		})
+	}
+}
+
+// lockLoop locks and unlocks one key over urls until d has passed, and
+// fails unless nearly every attempt took the lock.
+func lockLoop(t *testing.T, urls []string, d time.Duration) {
+	r, err := NewFromURLs(urls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var taken, failed int
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		lock, err := r.Lock(ctx, "quiet")
+		if err == nil {
+			taken++
+			err = lock.Unlock(ctx)
+		}
+		cancel()
+		if err != nil {
+			failed++
+		}
+	}
+	t.Logf("%d locks taken and released, %d failed, in %v", taken, failed, d)
+	if taken == 0 || failed > taken/10 {
+		t.Errorf("%d locks taken, %d failed: want nearly all taken with 3 of 5 masters up", taken, failed)
 	}
 }

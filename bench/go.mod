@@ -2,13 +2,11 @@ module github.com/redlock/redlock/bench
 
 go 1.26.0
 
-replace github.com/redlock/redlock => ../
-
 require (
 	github.com/bsm/redislock v0.9.4
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/redlock/redlock v0.0.0-00010101000000-000000000000
+	github.com/redlock/redlock v0.1.0
 	gonum.org/v1/plot v0.10.1
 )
 

@@ -41,7 +41,8 @@ var built struct {
 
 // redlockBinary builds cmd/redlock (with this package in it: the process
 // clients run "redlock exec" around "redlock chaos writer") and returns
-// its path.
+// its path. cmd/redlock is a module of its own that requires this one: the
+// build takes both from the repository's go.work (make test sets it).
 func redlockBinary(t *testing.T) string {
 	t.Helper()
 	built.once.Do(func() {
@@ -57,7 +58,7 @@ func redlockBinary(t *testing.T) string {
 		}
 	})
 	if built.err != nil {
-		t.Fatalf("build cmd/redlock: %v\n%s", built.err, built.bin)
+		t.Fatalf("build cmd/redlock (from the work tree's modules: needs the repository's go.work, as make test uses): %v\n%s", built.err, built.bin)
 	}
 	return built.bin
 }

@@ -2,11 +2,9 @@ module github.com/redlock/redlock/redlockotel
 
 go 1.26.0
 
-replace github.com/redlock/redlock => ../
-
 require (
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/redlock/redlock v0.0.0-00010101000000-000000000000
+	github.com/redlock/redlock v0.1.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
@@ -23,6 +21,5 @@ require (
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/goleak v1.3.0 // indirect
-	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
