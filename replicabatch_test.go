@@ -177,3 +177,94 @@ func TestReplicaConfirmRenewals(t *testing.T) {
 	}
 	unlockAll(t, held)
 }
+
+// TestReplicaWaitPerBatch: the go-redis Node confirms a batch's votes with
+// one WAIT after them: for the most replicas any vote asks for, with a
+// timeout from the earliest vote deadline; each vote counts when the
+// acknowledgements reach its own Replicas, a refused vote stays refused,
+// and a release in the middle is not a vote. A single vote gets its WAIT
+// too, and with the replication link cut every vote fails with
+// ErrNotReplicated while the release still counts.
+func TestReplicaWaitPerBatch(t *testing.T) {
+	m := startReplicated(t, 1)[0]
+	c := m.client
+	node := NewNode(c)
+	ctx := context.Background()
+	waits := func() int64 {
+		t.Helper()
+		n, err := redistest.Calls(ctx, []*redis.Client{c}, "wait")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	key := func() string { return testKey(t) }
+	taken := key()
+	if err := c.Set(ctx, taken, "someone", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	mine := key()
+	if err := c.Set(ctx, mine, "v", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	exec := func(reqs []*Request, soonest, latest time.Duration) time.Duration {
+		t.Helper()
+		now := time.Now()
+		for _, q := range reqs {
+			q.deadline = now.Add(latest)
+		}
+		reqs[0].deadline = now.Add(soonest)
+		bctx, cancel := context.WithDeadline(ctx, now.Add(latest))
+		defer cancel()
+		before := waits()
+		node.Exec(bctx, reqs)
+		took := time.Since(now)
+		if n := waits() - before; n != 1 {
+			t.Errorf("a batch of %d requests sent %d WAITs; want 1", len(reqs), n)
+		}
+		return took
+	}
+	check := func(name string, q *Request, ok bool, notReplicated bool) {
+		t.Helper()
+		if q.OK != ok || errors.Is(q.Err, ErrNotReplicated) != notReplicated || (!notReplicated && q.Err != nil) {
+			t.Errorf("%s: OK %v, Err %v; want OK %v, ErrNotReplicated %v", name, q.OK, q.Err, ok, notReplicated)
+		}
+	}
+
+	// One replica: the votes asking for 1 count, the one asking for 2 does
+	// not; the WAIT 2 ends at half of the soonest deadline (300 ms), not of
+	// the batch's (5 s).
+	acquire := &Request{Op: OpAcquire, Key: key(), Value: "a", TTL: time.Minute, Replicas: 1}
+	release := &Request{Op: OpRelease, Key: mine, Value: "v"}
+	refused := &Request{Op: OpAcquire, Key: taken, Value: "b", TTL: time.Minute, Replicas: 1}
+	extend := &Request{Op: OpExtend, Key: acquire.Key, Value: "a", TTL: time.Minute, Replicas: 2}
+	fenced := &Request{Op: OpAcquireFenced, Key: key(), Value: "c", TTL: time.Minute, Replicas: 1}
+	took := exec([]*Request{acquire, release, refused, extend, fenced}, 300*time.Millisecond, 5*time.Second)
+	check("acquire, 1 replica", acquire, true, false)
+	check("release", release, true, false)
+	check("refused acquire", refused, false, false)
+	check("extend, 2 replicas", extend, false, true)
+	check("fenced acquire, 1 replica", fenced, true, false)
+	if fenced.Fence == 0 {
+		t.Error("fenced acquire: no token")
+	}
+	if took < 100*time.Millisecond || took > 2*time.Second {
+		t.Errorf("the batch took %v; want about 150 ms, half of the soonest deadline", took)
+	}
+
+	// A single vote.
+	single := &Request{Op: OpAcquire, Key: key(), Value: "d", TTL: time.Minute, Replicas: 1}
+	exec([]*Request{single}, time.Second, time.Second)
+	check("single acquire", single, true, false)
+
+	// The link cut: no vote counts, the release does.
+	m.link.Blackhole()
+	defer m.link.Heal()
+	a := &Request{Op: OpAcquire, Key: key(), Value: "e", TTL: time.Minute, Replicas: 1}
+	rel := &Request{Op: OpRelease, Key: single.Key, Value: "d"}
+	b := &Request{Op: OpExtend, Key: fenced.Key, Value: "c", TTL: time.Minute, Replicas: 1}
+	exec([]*Request{a, rel, b}, 200*time.Millisecond, 200*time.Millisecond)
+	check("acquire, link cut", a, false, true)
+	check("release, link cut", rel, true, false)
+	check("extend, link cut", b, false, true)
+}
