@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -62,6 +63,21 @@ func (m *replicatedMaster) waitSynced(t *testing.T, name string) {
 			t.Fatalf("the replica of %s is not in sync after 10 s", name)
 		}
 	}
+}
+
+// replOffset is m's primary's master_repl_offset: it advances with every
+// write the primary sends its replicas.
+func (m *replicatedMaster) replOffset(t *testing.T) int64 {
+	t.Helper()
+	info, err := m.client.InfoMap(context.Background(), "replication").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.ParseInt(info["Replication"]["master_repl_offset"], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func replicatedNodes(t *testing.T, ms []*replicatedMaster) []Node {
@@ -157,6 +173,7 @@ func TestReplicaConfirmRenewals(t *testing.T) {
 	const delay, hold = 2 * time.Millisecond, 3500 * time.Millisecond
 	setReplicationDelay(ms, delay)
 	time.Sleep(hold) // about ten renewal rounds
+	round := forceRound(r)
 	setReplicationDelay(ms, 0)
 	var held []*Lock
 	var first error
@@ -171,7 +188,7 @@ func TestReplicaConfirmRenewals(t *testing.T) {
 		}
 	}
 	lost := n - len(held)
-	t.Logf("replication delay %v for %v: %d of %d auto-extended locks lost", delay, hold, lost, n)
+	t.Logf("replication delay %v for %v: %d of %d auto-extended locks lost; a renewal round of those held took %v", delay, hold, lost, n, round.Round(time.Millisecond))
 	if lost > 0 {
 		t.Errorf("%d of %d locks lost; want none; the first: %v", lost, n, first)
 	}
@@ -267,4 +284,70 @@ func TestReplicaWaitPerBatch(t *testing.T) {
 	check("acquire, link cut", a, false, true)
 	check("release, link cut", rel, true, false)
 	check("extend, link cut", b, false, true)
+}
+
+// TestReplicaConfirmFenceRound2: fence round 2 under replica confirmation
+// counts only once the replica has round 1's write (issue 31, item 6). On a
+// master whose replication link is cut, round 1 (the fenced acquire) lands
+// on the primary alone; the connection is dropped; round 2, on a new
+// connection, finds the counter already at the token. Its WAIT confirms
+// only that connection's writes: a round 2 that wrote nothing would count,
+// with the key and counter on the primary alone. Round 2 always writes the
+// counter, so its WAIT waits for round 1's write too (one replication
+// stream) and fails while the link is cut; once it is back, it counts. The
+// same for an owned lock's fence step (hold.lua).
+//
+// The WAIT part needs Redis 7.2 or later (REDIS_SERVER=…): 7.0 stamps a
+// connection's WAIT offset after every command, written or not, so there a
+// round 2 that writes nothing is confirmed correctly too. What every version
+// checks is that round 2 writes: master_repl_offset advances.
+func TestReplicaConfirmFenceRound2(t *testing.T) {
+	m := startReplicated(t, 1)[0]
+	ctx := context.Background()
+	exec := func(q *Request) {
+		t.Helper()
+		// A connection of its own, closed after: the next round comes on
+		// another one, as after a dropped connection.
+		c := clients(t, []string{m.primary.Addr()})[0]
+		defer c.Close()
+		bctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		q.deadline, _ = bctx.Deadline()
+		NewNode(c).Exec(bctx, []*Request{q})
+	}
+	for _, owner := range []string{"", "job"} {
+		t.Run("owner="+owner, func(t *testing.T) {
+			key := testKey(t)
+			m.link.Blackhole()
+			round1 := &Request{Op: OpAcquireFenced, Key: key, Value: "v", TTL: time.Minute, Owner: owner}
+			exec(round1)
+			if !round1.OK || round1.Err != nil || round1.Fence == 0 {
+				t.Fatalf("round 1: OK %v, Fence %d, Err %v", round1.OK, round1.Fence, round1.Err)
+			}
+			// Round 2 writes, though the counter is already at the token:
+			// the master's replication offset advances (no WAIT here, whose
+			// REPLCONF GETACK would advance it too).
+			before := m.replOffset(t)
+			plain := &Request{Op: OpRaiseFence, Key: key, Value: "v", Token: round1.Fence, Owner: owner}
+			exec(plain)
+			if !plain.OK || plain.Err != nil {
+				t.Fatalf("round 2 without confirmation: OK %v, Err %v", plain.OK, plain.Err)
+			}
+			if after := m.replOffset(t); after <= before {
+				t.Errorf("round 2 with the counter at the token left master_repl_offset at %d: it wrote nothing, and a WAIT after it would not cover round 1's write", after)
+			}
+			round2 := &Request{Op: OpRaiseFence, Key: key, Value: "v", Token: round1.Fence, Owner: owner, Replicas: 1}
+			exec(round2)
+			if round2.OK || !errors.Is(round2.Err, ErrNotReplicated) {
+				t.Errorf("round 2 with the replica lacking round 1's write: OK %v, Err %v; want ErrNotReplicated", round2.OK, round2.Err)
+			}
+			m.link.Heal()
+			m.waitSynced(t, "the master")
+			round2 = &Request{Op: OpRaiseFence, Key: key, Value: "v", Token: round1.Fence, Owner: owner, Replicas: 1}
+			exec(round2)
+			if !round2.OK || round2.Err != nil {
+				t.Errorf("round 2 once the replica caught up: OK %v, Err %v; want OK", round2.OK, round2.Err)
+			}
+		})
+	}
 }
