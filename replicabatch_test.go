@@ -155,17 +155,22 @@ func TestReplicaConfirmConcurrent(t *testing.T) {
 	}
 }
 
-// TestReplicaConfirmRenewals: 1,000 auto-extended locks (TTL 1 s, renewed
+// TestReplicaConfirmRenewals: 1,000 auto-extended locks (TTL 1.5 s, renewed
 // about every third of it) with WithReplicaConfirm(1) keep being renewed
 // while the replication links add 2 ms: a renewal round sends up to 1,000
 // extends to each master in one batch, confirmed together. None is lost.
+//
+// The node timeout is 500 ms: a round of 1,000 takes 120–140 ms here under
+// -race on a loaded 2-core machine (the pipeline of 1,000 scripts; the WAIT
+// is a few ms of it), and 250 ms lost every lock once when the machine was
+// busier still. A WAIT per vote needs at least 1,000 × 2 ms per round.
 func TestReplicaConfirmRenewals(t *testing.T) {
 	n := 1000
 	if testing.Short() {
 		n = 200
 	}
 	ms := startReplicated(t, 3)
-	r := newRedlock(t, replicatedNodes(t, ms), WithTTL(time.Second), WithReplicaConfirm(1), WithNodeTimeout(250*time.Millisecond))
+	r := newRedlock(t, replicatedNodes(t, ms), WithTTL(1500*time.Millisecond), WithReplicaConfirm(1), WithNodeTimeout(500*time.Millisecond))
 	locks := holdMany(t, r, n) // without delay: the renewals are what is tested
 	for _, l := range locks {
 		l.Done()
