@@ -437,9 +437,9 @@ func (n *redisNode) Name() string { return n.name }
 
 // Exec sends reqs as one pipeline (a single request as a plain command) and
 // reads each reply strictly (reply.go). A vote with a Gate goes out behind
-// its gate's question, and one with Replicas before a WAIT, on the same
-// connection (see confirmed). A request of an unknown Op is not sent: its
-// Err says so.
+// its gate's question, on the same connection. The votes with Replicas are
+// confirmed together by one WAIT at the end of the pipeline (see
+// replicaWait). A request of an unknown Op is not sent: its Err says so.
 func (n *redisNode) Exec(ctx context.Context, reqs []*Request) {
 	if len(reqs) == 1 && !gated(reqs[0]) && !replicated(reqs[0]) {
 		if cmd := command(ctx, reqs[0]); cmd != nil {
@@ -449,7 +449,8 @@ func (n *redisNode) Exec(ctx context.Context, reqs []*Request) {
 		return
 	}
 	cmds := make([]redis.Cmder, len(reqs))
-	var gates, waits []*redis.Cmd
+	var gates []*redis.Cmd
+	var rw replicaWait
 	pipe := n.c.Pipeline()
 	for i, q := range reqs {
 		if replicated(q) {
@@ -470,23 +471,29 @@ func (n *redisNode) Exec(ctx context.Context, reqs []*Request) {
 		}
 		_ = pipe.Process(ctx, cmds[i])
 		if replicated(q) {
-			if waits == nil {
-				waits = make([]*redis.Cmd, len(reqs))
-			}
-			waits[i] = redis.NewCmd(ctx, "wait", q.Replicas, waitTimeout(ctx, q))
-			_ = pipe.Process(ctx, waits[i])
+			rw.add(ctx, q)
 		}
 	}
+	wait := rw.command(ctx)
+	if wait != nil {
+		_ = pipe.Process(ctx, wait)
+	}
 	_, _ = pipe.Exec(ctx) // each command holds its own reply or error
+	var acks int64
+	var werr error
+	if wait != nil {
+		acks, werr = wait.Int64()
+	}
 	for i, q := range reqs {
-		if cmds[i] != nil {
-			readReply(q, cmds[i])
+		if cmds[i] == nil {
+			continue
 		}
+		readReply(q, cmds[i])
 		if gates != nil && gates[i] != nil {
 			closeGate(q, gates[i])
 		}
-		if waits != nil && waits[i] != nil {
-			confirmed(q, waits[i])
+		if wait != nil && replicated(q) {
+			confirmed(q, acks, werr)
 		}
 	}
 }
@@ -500,34 +507,78 @@ func replicated(q *Request) bool { return q.Replicas > 0 && q.Op != OpRelease }
 // shard.
 var errClusterWait = errors.New("replica confirmation (WithReplicaConfirm) is not available on a Redis Cluster master: WAIT would not reach the key's shard")
 
-// waitTimeout is WAIT's timeout in ms: half of what is left of q's
-// deadline (its phase's; else ctx's, the batch's latest), at least 1 ms
-// (WAIT 0 would block without end); without a deadline, 1 s. A master ends
-// a WAIT at its next event loop turn after the timeout, up to 1000/hz ms
-// later (100 ms at the default hz 10): the other half is for that and the
-// reply. A WAIT that still ends after the deadline fails the vote as a
-// timeout does.
-func waitTimeout(ctx context.Context, q *Request) int64 {
-	d, ok := q.deadline, !q.deadline.IsZero()
-	if !ok {
-		d, ok = ctx.Deadline()
-	}
-	if !ok {
-		return 1000
-	}
-	return max((time.Until(d) / 2).Milliseconds(), 1)
+// replicaWait is the one WAIT that confirms the replicated votes of a batch
+// (issue 31, item 4). WAIT n waits until n replicas have acknowledged every
+// write this connection made before it, so one WAIT after the batch's last
+// vote confirms all of them: the batch costs one replica round trip, not
+// one per vote. It asks for the most replicas any of the votes needs and
+// counts each vote confirmed when the acknowledgements reach its own
+// Replicas. It goes at the end of the pipeline, so requests after the last
+// vote (releases) are not held behind it on the master; their writes only
+// add to what the replicas acknowledge, on the same stream.
+//
+// Its timeout is taken from the earliest deadline among those votes (see
+// waitTimeout). The lane hands a batch's replies back only once the whole
+// batch is back, so a WAIT that outlasts a vote's deadline fails that vote
+// by timeout anyway and holds the lane for everything queued behind it: the
+// earliest deadline keeps the promise a WAIT per vote kept, every vote's
+// reply (confirmed or not) by its own deadline. What it costs: when the
+// replicas are slower than half of what is left to the earliest vote, the
+// votes with later deadlines fail with it (ErrNotReplicated, a failed vote
+// like any other) where a longer WAIT might have confirmed them. The
+// deadlines of one batch are close — each is its phase's start plus the
+// node timeout (an extend's capped at its lock's Until), and a batch holds
+// what queued while the previous one ran — and replicas that keep up answer
+// long before any of them.
+type replicaWait struct {
+	replicas int       // the most Replicas of the batch's votes; 0: none
+	deadline time.Time // the earliest of their deadlines; zero: none known
 }
 
-// confirmed fails q, a vote followed by WAIT q.Replicas, unless that many
-// replicas confirmed it. A vote the master refused stays refused.
-func confirmed(q *Request, wait *redis.Cmd) {
+// add counts q, a vote sent in the batch, in the WAIT: ctx's deadline (the
+// batch's latest) stands for q's when q has none.
+func (w *replicaWait) add(ctx context.Context, q *Request) {
+	w.replicas = max(w.replicas, q.Replicas)
+	d := q.deadline
+	if d.IsZero() {
+		d, _ = ctx.Deadline()
+	}
+	if !d.IsZero() && (w.deadline.IsZero() || d.Before(w.deadline)) {
+		w.deadline = d
+	}
+}
+
+// command is the batch's WAIT, or nil when no vote needs one.
+func (w *replicaWait) command(ctx context.Context) *redis.Cmd {
+	if w.replicas == 0 {
+		return nil
+	}
+	return redis.NewCmd(ctx, "wait", w.replicas, waitTimeout(w.deadline))
+}
+
+// waitTimeout is WAIT's timeout in ms: half of what is left until deadline,
+// at least 1 ms (WAIT 0 would block without end); without a deadline, 1 s.
+// A master ends a WAIT at its next event loop turn after the timeout, up to
+// 1000/hz ms later (100 ms at the default hz 10): the other half is for that
+// and the reply. A WAIT that still ends after a vote's deadline fails the
+// vote as a timeout does.
+func waitTimeout(deadline time.Time) int64 {
+	if deadline.IsZero() {
+		return 1000
+	}
+	return max((time.Until(deadline) / 2).Milliseconds(), 1)
+}
+
+// confirmed fails q, a vote its batch's WAIT followed, unless that WAIT
+// answered (acks, err) with at least q.Replicas replicas. A vote the master
+// refused stays refused.
+func confirmed(q *Request, acks int64, err error) {
 	if !q.OK {
 		return
 	}
-	acks, err := wait.Int64()
 	switch {
 	case err != nil:
-		q.OK, q.Err = false, fmt.Errorf("%w: WAIT %d: %w", ErrNotReplicated, q.Replicas, err)
+		q.OK, q.Err = false, fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, err)
 	case acks < int64(q.Replicas):
 		q.OK, q.Err = false, fmt.Errorf("%w: %d of the %d replicas WithReplicaConfirm asks for confirmed the write in time", ErrNotReplicated, acks, q.Replicas)
 	}

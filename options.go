@@ -227,11 +227,13 @@ func WithRestartGate(gate time.Duration) Option {
 // WithReplicaConfirm makes a master's vote — in an acquire, either fence
 // round, an Extend or a renewal — count only once replicas of that
 // master's replicas confirmed the write: the go-redis Node sends WAIT
-// replicas right after the vote, in the same pipeline, with what is left of
-// the node timeout as WAIT's timeout. A master whose replicas did not
-// confirm in time counts as failed (an error wrapping [ErrNotReplicated])
-// and is rolled back like one. It adds no round trip; each vote waits for
-// the slowest of the replicas it needs.
+// replicas after the votes of each batch it sends a master, in the same
+// pipeline (one WAIT confirms every write before it on the connection),
+// with half of what is left of the node timeout as WAIT's timeout. A master
+// whose replicas did not confirm in time counts as failed (an error
+// wrapping [ErrNotReplicated]) and is rolled back like one. It adds no
+// round trip; each batch waits once for the slowest of the replicas it
+// needs, however many votes it carries.
 //
 // What it buys: a failover that promotes one of the replicas that
 // confirmed keeps every vote the lock counted. Set replicas to the number

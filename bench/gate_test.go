@@ -38,11 +38,16 @@ func waitUp(b *testing.B, addrs []string, d time.Duration) {
 
 // BenchmarkLockUnlockReplicaConfirm is Lock+Unlock over 3 masters that each
 // have one replica, without and with WithReplicaConfirm(1) (a WAIT 1 after
-// every vote, in the same pipeline). It starts the 6 servers itself.
+// the votes of each batch a master's lane sends, in the same pipeline): one
+// goroutine, and keys=64 goroutines on keys of their own as in
+// BenchmarkDistinctKeys, whose requests the lanes batch. It starts the 6
+// servers itself.
 func BenchmarkLockUnlockReplicaConfirm(b *testing.B) {
 	cs := make([]*redis.Client, 3)
+	primaries := make([]string, len(cs))
 	for i := range cs {
 		p := redistest.StartServerT(b, redistest.Options{Args: []string{"--save", ""}})
+		primaries[i] = p.Addr()
 		host, port, _ := net.SplitHostPort(p.Addr())
 		redistest.StartServerT(b, redistest.Options{Args: []string{"--save", "", "--replicaof", host, port}})
 		cs[i] = newClients(b, []string{p.Addr()})[0]
@@ -53,5 +58,11 @@ func BenchmarkLockUnlockReplicaConfirm(b *testing.B) {
 	b.Run("lib=redlock/nodes=3/confirm=0", func(b *testing.B) { lockUnlock(b, newRedlock(b, cs)) })
 	b.Run("lib=redlock/nodes=3/confirm=1", func(b *testing.B) {
 		lockUnlock(b, newRedlock(b, cs, redlock.WithReplicaConfirm(1)))
+	})
+	b.Run("lib=redlock/nodes=3/confirm=0/keys=64", func(b *testing.B) {
+		distinct(b, newRedlock(b, cs), primaries)
+	})
+	b.Run("lib=redlock/nodes=3/confirm=1/keys=64", func(b *testing.B) {
+		distinct(b, newRedlock(b, cs, redlock.WithReplicaConfirm(1)), primaries)
 	})
 }

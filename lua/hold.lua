@@ -106,9 +106,13 @@ if op == 'fence' then
   if not c then
     return err
   end
+  -- The counter is written even when it is already at least token, as in
+  -- raise_fence.lua: the WAIT after this step then covers round 1's write.
   local token = tonumber(ARGV[3])
   if c < token then
     redis.call('SET', KEYS[2], ARGV[3])
+  else
+    redis.call('SET', KEYS[2], string.format('%.0f', c))
   end
   -- The owner's token becomes the confirmed one (round 1 stored this
   -- master's own counter, which may be above it): later holds get it.
