@@ -453,11 +453,11 @@ func (n *redisNode) Exec(ctx context.Context, reqs []*Request) {
 	var rw replicaWait
 	pipe := n.c.Pipeline()
 	for i, q := range reqs {
-		if replicated(q) {
-			if _, ok := n.c.(*redis.ClusterClient); ok {
-				q.OK, q.Err = false, errClusterWait // not sent
-				continue
-			}
+		if replicated(q) && n.kind != kindServer {
+			// New refuses the option on such masters; this is for a Node
+			// used on its own.
+			q.OK, q.Err = false, errKeyRoutedWait // not sent
+			continue
 		}
 		if cmds[i] = command(ctx, q); cmds[i] == nil {
 			continue
@@ -502,10 +502,10 @@ func (n *redisNode) Exec(ctx context.Context, reqs []*Request) {
 // confirm.
 func replicated(q *Request) bool { return q.Replicas > 0 && q.Op != OpRelease }
 
-// errClusterWait fails a vote that replicas must confirm on a master that is
-// a Redis Cluster: go-redis sends a WAIT, which names no key, to a random
-// shard.
-var errClusterWait = errors.New("replica confirmation (WithReplicaConfirm) is not available on a Redis Cluster master: WAIT would not reach the key's shard")
+// errKeyRoutedWait fails a vote that replicas must confirm on a master that
+// is a Redis Cluster or a Ring: go-redis sends a WAIT, which names no key,
+// to a shard of its own choosing, not after the vote on the key's shard.
+var errKeyRoutedWait = errors.New("replica confirmation (WithReplicaConfirm) is not available on a Redis Cluster or Ring master: WAIT names no key, so it would not follow the vote on the key's shard")
 
 // replicaWait is the one WAIT that confirms the replicated votes of a batch
 // (issue 31, item 4). WAIT n waits until n replicas have acknowledged every

@@ -300,7 +300,7 @@ func TestRedisClusterHandOff(t *testing.T) {
 // TestClusterReplicaConfirmRefused: WithReplicaConfirm on a Redlock that
 // has a Redis Cluster master is refused, in New and per call, with a
 // *ConfigError that names the option and says why, rather than failing
-// every vote of that master at run time (errClusterWait).
+// every vote of that master at run time (errKeyRoutedWait).
 func TestClusterReplicaConfirmRefused(t *testing.T) {
 	rc := redistest.StartRedisClusterT(t, 3, redistest.Options{})
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs(),
