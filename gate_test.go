@@ -327,7 +327,7 @@ func TestRestartGatePersistence(t *testing.T) {
 					t.Fatalf("master 0 came back with A's key (EXISTS = %d, %v): the schedule does not lose it", n, err)
 				}
 			}
-			lb, err = b.TryLock(ctx, key)
+			_, err = b.TryLock(ctx, key)
 			if err == nil {
 				t.Fatalf("B took the key %v before A's lock ends: two holders (master 0 restarted from %s counted)",
 					time.Until(la.Until()).Round(time.Millisecond), mode)
