@@ -60,15 +60,7 @@ func TestRestartGateKeepsOneHolder(t *testing.T) {
 			a, b := newRedlock(t, nodes, opts...), newRedlock(t, nodes, opts...)
 			ctx := context.Background()
 			key := testKey(t)
-			la, err := a.TryLock(ctx, key)
-			if err != nil {
-				t.Fatalf("A: %v", err)
-			}
-			settle(a)
-			// A's acquire on master 2 was lost: A holds masters 0 and 1.
-			if err := cs[2].Del(ctx, key).Err(); err != nil {
-				t.Fatal(err)
-			}
+			la := onBareMajority(t, a, cs, key)
 			if err := c.Servers[0].Restart(false); err != nil {
 				t.Fatal(err)
 			}
@@ -310,15 +302,7 @@ func TestRestartGatePersistence(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			la, err := a.TryLock(ctx, key)
-			if err != nil {
-				t.Fatalf("A: %v", err)
-			}
-			settle(a)
-			// A's acquire on master 2 was lost: A holds masters 0 and 1.
-			if err := cs[2].Del(ctx, key).Err(); err != nil {
-				t.Fatal(err)
-			}
+			la := onBareMajority(t, a, cs, key)
 			if err := c.Servers[0].Restart(true); err != nil {
 				t.Fatal(err)
 			}
@@ -369,4 +353,20 @@ func TestRestartGateRounding(t *testing.T) {
 		}
 	}
 	t.Fatalf("the gate did not open within %v", gate+3*time.Second)
+}
+
+// onBareMajority has a take key on three masters and lose it on master 2
+// (its acquire there lost): a holds masters 0 and 1, a bare majority.
+func onBareMajority(t *testing.T, a *Redlock, cs []*redis.Client, key string) *Lock {
+	t.Helper()
+	ctx := context.Background()
+	l, err := a.TryLock(ctx, key)
+	if err != nil {
+		t.Fatalf("A: %v", err)
+	}
+	settle(a)
+	if err := cs[2].Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

@@ -725,3 +725,33 @@ func handedLock(t testing.TB, admin []*redis.Client, holder, waiter *Redlock, op
 	}
 	return o.l
 }
+
+// handOffAfter takes key with holder, starts waiter's Lock of it, lets the
+// waiter try and queue, and unlocks: it returns the waiter's lock and how
+// long after the Unlock started the waiter held it.
+func handOffAfter(t *testing.T, holder, waiter *Redlock, key string, opts ...Option) (*Lock, time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	l, err := holder.Lock(ctx, key, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *Lock, 1)
+	go func() {
+		w, err := waiter.Lock(ctx, key, opts...)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- w
+	}()
+	time.Sleep(200 * time.Millisecond) // the waiter tried, and queued
+	start := time.Now()
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := <-got
+	if w == nil {
+		t.FailNow()
+	}
+	return w, time.Since(start)
+}

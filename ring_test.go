@@ -158,28 +158,7 @@ func TestRingHandOffAcrossShards(t *testing.T) {
 			if fenced {
 				opts = append(opts, WithFencing())
 			}
-			l, err := holder.Lock(ctx, key, opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := make(chan *Lock, 1)
-			go func() {
-				w, err := waiter.Lock(ctx, key, opts...)
-				if err != nil {
-					t.Error(err)
-				}
-				got <- w
-			}()
-			time.Sleep(200 * time.Millisecond) // the waiter tried, and queued
-			start := time.Now()
-			if err := l.Unlock(ctx); err != nil {
-				t.Fatal(err)
-			}
-			w := <-got
-			if w == nil {
-				t.FailNow()
-			}
-			d := time.Since(start)
+			w, d := handOffAfter(t, holder, waiter, key, opts...)
 			took = append(took, d)
 			v, err := shards[i].Get(ctx, key).Result()
 			if err != nil && !errors.Is(err, redis.Nil) {

@@ -230,28 +230,7 @@ func TestSentinelReplicaConfirmAndHandOff(t *testing.T) {
 	holder := newRedlock(t, nodes, WithReplicaConfirm(1))
 	waiter := newRedlock(t, nodes, WithReplicaConfirm(1), WithBackoff(backoff, backoff))
 	key := testKey(t)
-	l, err := holder.Lock(ctx, key, WithFencing())
-	if err != nil {
-		t.Fatalf("Lock with the replica's confirmation: %v", err)
-	}
-	got := make(chan *Lock, 1)
-	go func() {
-		w, err := waiter.Lock(ctx, key, WithFencing())
-		if err != nil {
-			t.Error(err)
-		}
-		got <- w
-	}()
-	time.Sleep(200 * time.Millisecond) // the waiter tried, and queued
-	start := time.Now()
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	w := <-got
-	if w == nil {
-		t.FailNow()
-	}
-	d := time.Since(start)
+	w, d := handOffAfter(t, holder, waiter, key, WithFencing())
 	t.Logf("holder's Unlock to waiter's lock: %v", d.Round(time.Millisecond))
 	if d > backoff/4 {
 		t.Errorf("the waiter got the lock %v after the Unlock; want far below its backoff %v (a hand-off)", d, backoff)

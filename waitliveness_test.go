@@ -205,27 +205,15 @@ func TestRelockOtherTTLWaitsItsTurn(t *testing.T) {
 	a := newRedlock(t, nodesOf(t, acs), WithBackoff(10*time.Second, 10*time.Second))
 	b := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
 	key := testKey(t)
-	first := mustLock(t, b, key)
-	settle(b)
-	gotA := lockAsync(t, ctx, a, key) // a's lock comes from a waiting call
-	waitRegistered(t, admin, key, 1)
-	if err := first.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	oa := obtainedWithin(t, admin, key, gotA, 5*time.Second, "a was not handed the key")
-	gotB := lockAsync(t, ctx, b, key)
-	waitRegistered(t, admin, key, 1)
-	if err := oa.l.Unlock(ctx); err != nil { // hands to b
-		t.Fatal(err)
-	}
+	gotB := unlockWaited(t, admin, a, b, key) // hands to b
 	before := sets.n.Load()
-	gotA = lockAsync(t, ctx, a, key, WithTTL(20*time.Second))
+	gotA := lockAsync(t, ctx, a, key, WithTTL(20*time.Second))
 	ob := obtainedWithin(t, admin, key, gotB, 5*time.Second, "b was not handed the key")
 	time.Sleep(50 * time.Millisecond)
 	if err := ob.l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	oa = obtainedWithin(t, admin, key, gotA, 5*time.Second, "a did not get the key at b's release")
+	oa := obtainedWithin(t, admin, key, gotA, 5*time.Second, "a did not get the key at b's release")
 	if n := sets.n.Load() - before; n != 0 {
 		t.Errorf("a's Lock sent %d SETs while b held the key; want none: it waits its turn", n)
 	}
@@ -360,30 +348,41 @@ func TestWokenUnlockLeavesMark(t *testing.T) {
 	a := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithFencing(), WithBackoff(10*time.Second, 10*time.Second))
 	b := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithFencing(), WithBackoff(10*time.Second, 10*time.Second))
 	key := testKey(t)
-	first := mustLock(t, b, key)
-	settle(b)
-	gotA := lockAsync(t, ctx, a, key) // a's lock comes from a waiting call
-	waitRegistered(t, admin, key, 1)
-	if err := first.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	oa := obtainedWithin(t, admin, key, gotA, 5*time.Second, "a was not woken to take the key")
-	gotB := lockAsync(t, ctx, b, key)
-	waitRegistered(t, admin, key, 1)
-	if err := oa.l.Unlock(ctx); err != nil { // wakes b
-		t.Fatal(err)
-	}
+	gotB := unlockWaited(t, admin, a, b, key) // wakes b
 	a.wake.handsMu.Lock()
 	m, marked := a.wake.marks[key]
 	a.wake.handsMu.Unlock()
 	if !marked || !time.Now().Before(m.until) {
 		t.Fatalf("a's Unlock woke b and left no mark (%v, until %v): a's next Lock would race b", marked, m.until)
 	}
-	gotA = lockAsync(t, ctx, a, key)
+	gotA := lockAsync(t, ctx, a, key)
 	ob := obtainedWithin(t, admin, key, gotB, 5*time.Second, "b did not get the key after a's Unlock woke it")
 	if err := ob.l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	oa = obtainedWithin(t, admin, key, gotA, 5*time.Second, "a did not get the key at b's release")
+	oa := obtainedWithin(t, admin, key, gotA, 5*time.Second, "a did not get the key at b's release")
 	_ = oa.l.Unlock(ctx)
+}
+
+// unlockWaited gives a a lock that came from a waiting call (b holds key,
+// a waits for it and takes it at b's Unlock), makes b wait for key, and
+// unlocks a's lock, which hands the key to b or wakes it: it returns b's
+// pending Lock.
+func unlockWaited(t *testing.T, admin []*redis.Client, a, b *Redlock, key string) <-chan obtained {
+	t.Helper()
+	ctx := context.Background()
+	first := mustLock(t, b, key)
+	settle(b)
+	gotA := lockAsync(t, ctx, a, key)
+	waitRegistered(t, admin, key, 1)
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	oa := obtainedWithin(t, admin, key, gotA, 5*time.Second, "a did not get the key at b's Unlock")
+	gotB := lockAsync(t, ctx, b, key)
+	waitRegistered(t, admin, key, 1)
+	if err := oa.l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return gotB
 }
