@@ -14,6 +14,9 @@ import (
 	"github.com/redlock/redlock/internal/redistest"
 )
 
+// The waiting call's pace (turn.go): what its turn lets through while masters
+// refuse votes or nudge it.
+
 // TestRefusedWaitersKeepBackoffPace: while a quorum of masters refuses
 // every vote for a reason of their own — their restart gates are closed,
 // or their replicas do not confirm — each attempt's SET still lands, and
