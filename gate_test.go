@@ -268,14 +268,15 @@ func TestRestartGateNoHandOffFromGatedMaster(t *testing.T) {
 
 // TestRestartGatePersistence is the review's schedule, under each
 // persistence mode a master can restart with: three masters, gate = TTL.
-// Every master has seen gated votes before (an earlier gate cached its
-// start next to the key), master 0 saved a snapshot (RDB) or logs every
+// Every master has counted gated votes before (a gate that cached the
+// start next to the key, as the first one did, has that cache in the
+// snapshot), master 0 saved a snapshot (RDB) or logs every
 // write (AOF), A then holds the key on a bare majority (masters 0 and 1),
 // and master 0 is SIGKILLed and restarts with what it persisted. Whatever
 // it restored, its process started less than the gate ago: its vote must
 // not count, so B cannot take the key while A's lock is valid.
 func TestRestartGatePersistence(t *testing.T) {
-	const gate = 2 * time.Second
+	const gate = 4 * time.Second // A's lock must outlive a restart on a loaded machine
 	for _, mode := range []string{"none", "rdb", "aof"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
@@ -312,9 +313,12 @@ func TestRestartGatePersistence(t *testing.T) {
 				}
 			}
 			_, err = b.TryLock(ctx, key)
-			if err == nil {
+			if err == nil && time.Now().Before(la.Until()) {
 				t.Fatalf("B took the key %v before A's lock ends: two holders (master 0 restarted from %s counted)",
 					time.Until(la.Until()).Round(time.Millisecond), mode)
+			}
+			if err == nil {
+				t.Fatalf("A's lock ended before B's TryLock: the schedule did not play out (a restart slower than %v)", gate)
 			}
 			if n := gateRefusals(err); n != 1 {
 				t.Errorf("B's TryLock = %v; want master 0 refused by the restart gate (refusals: %d)", err, n)
