@@ -224,3 +224,50 @@ func TestRollbackNudges(t *testing.T) {
 		}
 	}
 }
+
+// TestMinorityGateWakeTriesAtOnce: the pace rule must not cost a wake-up
+// that means what it says. Master 0 of three restarted (its gate is
+// closed), X holds the key on masters 1 and 2, and a fenced waiting call
+// of another Redlock was refused by both and by master 0's gate. X's
+// Unlock wakes it on a quorum: the key is free where votes count, so it
+// tries at once rather than sleeping its backoff (3 s here).
+func TestMinorityGateWakeTriesAtOnce(t *testing.T) {
+	const gate = 3 * time.Second
+	c := redistest.StartT(t, 3, redistest.Options{})
+	cs := gateClients(t, c)
+	time.Sleep(gate + 2*time.Second) // every master's own gate is open
+	if err := c.Servers[0].Restart(false); err != nil {
+		t.Fatal(err)
+	}
+	redlockOf := func() *Redlock {
+		nodes := make([]Node, len(cs))
+		for i, c := range cs {
+			own := redis.NewClient(c.Options())
+			t.Cleanup(func() { own.Close() })
+			nodes[i] = NewNode(own)
+		}
+		return newRedlock(t, nodes, WithTTL(gate), WithRestartGate(gate), WithFencing(), WithBackoff(gate, gate))
+	}
+	x, b := redlockOf(), redlockOf()
+	ctx := context.Background()
+	key := testKey(t)
+	lx, err := x.TryLock(ctx, key)
+	if err != nil {
+		t.Fatalf("X: %v", err)
+	}
+	settle(x)
+	got := lockAsync(t, ctx, b, key)
+	waitRegistered(t, cs, key, 1)
+	unlocked := time.Now()
+	if err := lx.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o := <-got
+	if o.err != nil {
+		t.Fatalf("the waiting call: %v", o.err)
+	}
+	if d := o.at.Sub(unlocked); d > gate/4 {
+		t.Errorf("the waiting call took the key %v after X's Unlock woke it on a quorum; want at once", d.Round(time.Millisecond))
+	}
+	_ = o.l.Unlock(ctx)
+}
