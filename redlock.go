@@ -219,7 +219,7 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (_ *Lock
 		if ctx.Err() != nil || (cfg.maxAttempts > 0 && n >= cfg.maxAttempts) {
 			return nil, joinCtx(err, ctx.Err())
 		}
-		t.refused(ctx, err)
+		t.refused(ctx)
 	}
 }
 

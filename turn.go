@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"time"
 )
 
@@ -37,11 +36,6 @@ type turn struct {
 	pause     time.Duration // how long the next wait lasts at most; 0: try at once
 	step      time.Duration // what a notice from fewer than a quorum cuts a wait to
 	shortened bool          // such a notice cut a wait of the call short already
-	// paced: the last attempt would have won but for closed restart gates
-	// or replicas that did not confirm. A notice from fewer than a quorum
-	// of masters, or a nudge, says the key is free, not that their votes
-	// will count: it does not cut the wait.
-	paced bool
 }
 
 // handGrace is how long a call that some masters handed the key to (or
@@ -100,13 +94,12 @@ func (t *turn) attempt(ctx context.Context) (*Lock, error) {
 	return t.r.acquire(ctx, t.key, t.cfg, t.h)
 }
 
-// refused readies the next wait after an attempt refused with err: none
+// refused readies the next wait after a refused attempt: none
 // when the key was released locally while the attempt was out, or when the
 // Redlock just started listening for wake-ups (a release may have come
 // before anyone listened); else the backoff, which then grows.
-func (t *turn) refused(ctx context.Context, err error) {
+func (t *turn) refused(ctx context.Context) {
 	t.pause = 0
-	t.paced = refusedByMasters(err)
 	if t.w == nil {
 		var missed bool
 		if t.w, missed = t.r.waiters.join(t.key, t.released); missed {
@@ -176,12 +169,6 @@ func (t *turn) wait(ctx context.Context) (*Lock, error) {
 			case l != nil:
 				t.r.started(ctx, nil, l, t.cfg, t.h.regStart)
 				return l, nil
-			case t.paced && !now:
-				// The votes that refused the last attempt are not counted
-				// any sooner for the key being free: a word from fewer
-				// than a quorum, or a rollback's nudge, leaves the wait to
-				// the backoff. A quorum's wake-up comes from a release
-				// (rollbacks only nudge), so it cannot loop: it is tried.
 			case now, t.h.retried():
 				// Woken by a quorum, handed under a registration too old to
 				// leave the minimum validity, or hand-offs may never come
@@ -224,23 +211,4 @@ func (t *turn) end(held *Lock) {
 	if t.w != nil {
 		t.r.waiters.leave(t.key, t.w)
 	}
-}
-
-// refusedByMasters reports whether err, a failed attempt's, would have
-// been a quorum but for the masters' own refusals: votes their restart
-// gates or replicas did not let count. A refusal by a minority of gates
-// while another holder kept the key is not: that holder's release is what
-// the call waits for.
-func refusedByMasters(err error) bool {
-	var qe *QuorumError
-	if !errors.As(err, &qe) {
-		return false
-	}
-	n := qe.Succeeded
-	for _, e := range qe.Errs {
-		if errors.Is(e, ErrRestartGate) || errors.Is(e, ErrNotReplicated) {
-			n++
-		}
-	}
-	return n >= qe.Quorum
 }
