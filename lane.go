@@ -44,11 +44,8 @@ type lane struct {
 }
 
 func newLane(n Node) *lane {
-	l := &lane{node: n}
+	l := &lane{node: n, callerRuns: n.Traits().KeepsDeadlines}
 	l.run = l.drain
-	if rn, ok := n.(*redisNode); ok {
-		l.callerRuns = rn.keepsDeadlines
-	}
 	return l
 }
 

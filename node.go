@@ -40,6 +40,73 @@ type Node interface {
 	// batch (the latest of its requests'). Err means the outcome is unknown:
 	// the request may or may not have taken effect.
 	Exec(ctx context.Context, reqs []*Request)
+
+	// Traits declares how the Node reaches its master's keys and what it
+	// promises; the core asks nothing else of a Node's kind. A Node that
+	// wraps another (counting, tracing, injecting faults) returns the inner
+	// one's, which embedding the inner Node does: see [Traits].
+	Traits() Traits
+
+	// Subscribe listens on channel on the master, for the wake-ups and
+	// hand-offs other processes' releases send this Redlock's waiting calls
+	// (docs/internals.md, "Wake-ups and hand-offs between processes"): deliver gets each message, and a Message with
+	// Resubscribed set each time the subscription is made again after it
+	// broke (messages may have been lost meanwhile). deliver is called from
+	// one goroutine at a time, never after Close returned.
+	//
+	// It returns once the master confirmed the subscription (err nil), or
+	// with ctx's end or the failure that kept it from confirming. With an
+	// error it still returns a Subscription when it keeps trying (a master
+	// down: deliver then gets Resubscribed once it is made); the caller
+	// closes it. A Node that cannot deliver wake-ups returns an error
+	// wrapping [errors.ErrUnsupported] and no Subscription: its waiting
+	// calls retry with their backoff.
+	Subscribe(ctx context.Context, channel string, deliver func(Message)) (Subscription, error)
+}
+
+// Traits is what a [Node] declares about itself. The zero value is a Node
+// that reaches one server and may hold a reply past its context's deadline.
+type Traits struct {
+	// Routing is how commands reach the master's keys.
+	Routing Routing
+	// KeepsDeadlines promises that Exec returns by its context's deadline
+	// whatever the master does (go-redis's ContextTimeoutEnabled): a caller
+	// waiting for its phase may then run its batch itself (see lane). A
+	// wrapper that can hold a reply past the deadline must not promise it.
+	KeepsDeadlines bool
+	// NameHint, when Name cannot tell this master from another of its kind,
+	// says why and what would; [New] gives it when two Nodes share a name.
+	NameHint string
+}
+
+// Routing is how a Node's commands reach the master's keys.
+type Routing uint8
+
+const (
+	// RouteServer: one server (a Sentinel-managed primary included); every
+	// command of a batch, whatever keys it names, goes on one connection,
+	// in order.
+	RouteServer Routing = iota
+	// RouteByKey: shards that each hold some of the keys (a Redis Cluster,
+	// a Ring); each command goes to the shard of its key. A command that
+	// names no key (WAIT) may reach another shard than the vote before it,
+	// so [WithReplicaConfirm] is refused on such a master.
+	RouteByKey
+)
+
+// Message is what a [Node.Subscribe] subscription delivers.
+type Message struct {
+	Payload string
+	// Resubscribed: no message; the subscription was made again after it
+	// broke.
+	Resubscribed bool
+}
+
+// Subscription is a subscription [Node.Subscribe] made.
+type Subscription interface {
+	// Close ends the subscription; once it returned, deliver is not called
+	// again.
+	Close() error
 }
 
 // Op is what a [Request] asks of a master.
@@ -288,8 +355,7 @@ type redisNode struct {
 }
 
 // nodeKind is how a go-redis client reaches its master's keys, recorded by
-// NewNode: the one place the core asks (keyRouted, subscriberOf,
-// redisNode.subscribe) instead of switching on client types.
+// NewNode; the core reads it only as the Node's Traits.
 type nodeKind uint8
 
 const (
@@ -309,20 +375,14 @@ func kindOf(c redis.UniversalClient) nodeKind {
 	return kindServer
 }
 
-// keyRouted says what n is when it is NewNode's over a client that sends
-// each command to the shard of its first key (a Redis Cluster, a Ring); ""
-// for every other Node. A command that names no key (WAIT) goes to a shard
-// that has nothing to do with the key (see [WithReplicaConfirm]).
-func keyRouted(n Node) string {
-	if rn, ok := n.(*redisNode); ok {
-		switch rn.kind {
-		case kindCluster:
-			return "a Redis Cluster"
-		case kindRing:
-			return "a Ring (redis.NewRing)"
-		}
+// Traits: a Redis Cluster and a Ring route by key; the client keeps
+// deadlines when made with ContextTimeoutEnabled.
+func (n *redisNode) Traits() Traits {
+	t := Traits{KeepsDeadlines: n.keepsDeadlines, NameHint: n.unnamed}
+	if n.kind != kindServer {
+		t.Routing = RouteByKey
 	}
-	return ""
+	return t
 }
 
 var _ Node = (*redisNode)(nil)
@@ -694,9 +754,11 @@ func readReply(q *Request, cmd redis.Cmder) {
 // A request whose turn comes after ctx ended is not passed to do: its Err is
 // ctx's error.
 //
-// It suits a fault-injecting wrapper around another Node (pass one request
-// to its Exec at a time) and a client that has no pipelines; do must be
-// safe for concurrent use when the Node serves several Redlocks.
+// It suits a client that has no pipelines; do must be safe for concurrent
+// use when the Node serves several Redlocks. Its Traits are the zero
+// value's and it delivers no wake-ups: a wrapper around another Node that
+// keeps the inner one's wake-ups, lanes and routing embeds it and
+// overrides Exec alone (see [Node]).
 func NodeFunc(name string, do func(ctx context.Context, req *Request)) Node {
 	if do == nil {
 		return nil
@@ -710,6 +772,14 @@ type funcNode struct {
 }
 
 func (n funcNode) Name() string { return n.name }
+
+// Traits: one server, no promise on deadlines.
+func (funcNode) Traits() Traits { return Traits{} }
+
+// Subscribe: a NodeFunc delivers no wake-ups.
+func (funcNode) Subscribe(context.Context, string, func(Message)) (Subscription, error) {
+	return nil, fmt.Errorf("a NodeFunc delivers no wake-ups: %w", errors.ErrUnsupported)
+}
 
 func (n funcNode) Exec(ctx context.Context, reqs []*Request) {
 	for _, q := range reqs {

@@ -122,8 +122,8 @@ func New(nodes []Node, opts ...Option) (*Redlock, error) {
 		}
 		name := n.Name()
 		if j, dup := seen[name]; dup {
-			if rn, ok := n.(*redisNode); ok && rn.unnamed != "" {
-				return nil, configErr("nodes", "nodes %d and %d are both named %s: %s", j, i, name, rn.unnamed)
+			if hint := n.Traits().NameHint; hint != "" {
+				return nil, configErr("nodes", "nodes %d and %d are both named %s: %s", j, i, name, hint)
 			}
 			return nil, configErr("nodes", "nodes %d and %d are the same master %s; each must be an independent master", j, i, name)
 		}
@@ -373,9 +373,9 @@ func (r *Redlock) callConfig(key string, opts []Option) (config, error) {
 // whose count says nothing about the vote.
 func replicaRefusal(nodes []Node) string {
 	for i, n := range nodes {
-		if kind := keyRouted(n); kind != "" {
-			return fmt.Sprintf("master %d (%s) is %s: WAIT names no key, so go-redis sends it to a shard of its choosing, not on the vote's connection to the key's shard, and its count would not be the vote's; confirm replicas only on masters that are one server or a Sentinel-managed primary",
-				i, n.Name(), kind)
+		if n.Traits().Routing == RouteByKey {
+			return fmt.Sprintf("master %d (%s) routes commands by key (a Redis Cluster, a Ring): WAIT names no key, so it goes to a shard of the client's choosing, not on the vote's connection to the key's shard, and its count would not be the vote's; confirm replicas only on masters that are one server or a Sentinel-managed primary",
+				i, n.Name())
 		}
 	}
 	return ""

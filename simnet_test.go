@@ -587,7 +587,16 @@ func (t *simTrace) String() string {
 
 var errSimSubClosed = errors.New("sim: pubsub closed")
 
-func (c *simConn) subscribe(ctx context.Context, channel string) pubsub {
+// Subscribe reads the simulated subscription as the go-redis Node reads a
+// *redis.PubSub (listen).
+func (c *simConn) Subscribe(ctx context.Context, channel string, deliver func(Message)) (Subscription, error) {
+	return listen(ctx, c.subscribe(channel), deliver)
+}
+
+// Traits: one server; the simulation's lanes never run on their caller.
+func (c *simConn) Traits() Traits { return Traits{} }
+
+func (c *simConn) subscribe(channel string) pubsub {
 	n := c.net
 	s := &simSub{c: c, channel: channel, closeCh: make(chan struct{}), ready: make(chan struct{}, 1),
 		kick: make(chan struct{}, 1), out: make(chan any, 100),
@@ -599,7 +608,7 @@ func (c *simConn) subscribe(ctx context.Context, channel string) pubsub {
 	return s
 }
 
-var _ subscriber = (*simConn)(nil)
+var _ Node = (*simConn)(nil)
 
 // simSub is one subscription of a Redlock's channel on one master.
 type simSub struct {

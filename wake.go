@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,9 +26,10 @@ import (
 // (handon.lua). Pub/sub is at most once, a master may be down, a
 // subscription may break: every waiter keeps its backoff timer. A master
 // whose user may not subscribe (ACL) gives no wake-ups; the scripts call
-// the queue and publish commands through pcall. Nodes other than
-// [NewNode]'s give none, nor do Redis Clusters (see subscriberOf); a Ring
-// is listened to on every shard (see shardSubs).
+// the queue and publish commands through pcall. A Node that cannot
+// subscribe ([NodeFunc]'s) gives none, nor do Redis Clusters (see
+// redisNode.Subscribe); a Ring is listened to on every shard (see
+// shardSubs). A Node that wraps another keeps its wake-ups by embedding it.
 type wakeups struct {
 	r       *Redlock
 	channel string // this Redlock's channel: "redlock:wake:" and a UUID
@@ -41,26 +43,18 @@ type wakeups struct {
 
 	mu      sync.Mutex // guards started, subs and err; held while subscribing
 	started bool
-	subs    []pubsub       // per master; nil where none
+	subs    []Subscription // per master; nil where none
 	err     error          // the first master's refusal to subscribe
 	live    atomic.Bool    // a master confirmed the subscription
-	readers sync.WaitGroup // the goroutines reading subs
 
 	handsMu sync.Mutex          // guards hands, marks, and the handoffs' stale and expiry timers
 	hands   map[string]*handoff // the calls hand-offs go to (waiting, or holding by hand-off), by hand-off value
 	marks   map[string]mark     // keys this Redlock's Unlock handed on, for its next Lock of them (see mark)
 }
 
-// subscriber is a Node that can deliver wake-ups: NewNode's (and the
-// simulation's, sim_test.go).
-type subscriber interface {
-	subscribe(ctx context.Context, channel string) pubsub
-}
-
-// pubsub is the part of a *redis.PubSub that wakeups uses: an interface so
-// that a Node other than NewNode's (the simulation's) can deliver messages
-// as go-redis does (*redis.Subscription on each (re)subscription,
-// *redis.Message for each message).
+// pubsub is the part of a *redis.PubSub that listen reads: an interface so
+// that the subscriptions of a Ring's shards (shardSubs) and the
+// simulation's (sim_test.go) are read the same way.
 type pubsub interface {
 	Receive(ctx context.Context) (any, error)
 	ChannelWithSubscriptions(opts ...redis.ChannelOption) <-chan any
@@ -69,31 +63,63 @@ type pubsub interface {
 
 var _ pubsub = (*redis.PubSub)(nil)
 
-// subscriberOf returns n as a subscriber when it can deliver wake-ups. A
-// Redis Cluster cannot: a script's PUBLISH counts only the receivers on the
-// node that runs it, while the cluster bus delivers the message on every
-// node. A release whose key is on another shard than this Redlock's
-// subscription would see nobody listening and give back the key it handed
-// (handon.lua), and the call would count the hand-off all the same, holding
-// the lock on masters where nobody does (TestRedisClusterHandOff). Without a
-// subscription on a cluster, its waiting calls wait their backoff. Sharded
-// pub/sub (SPUBLISH to a channel in the key's slot) would count and deliver
-// on the same shard.
-func subscriberOf(n Node) (subscriber, bool) {
-	if rn, ok := n.(*redisNode); ok && rn.kind == kindCluster {
-		return nil, false
+// listen makes ps, a go-redis-style subscription, a [Subscription] that
+// hands deliver what it receives, as [Node.Subscribe] asks: it waits for
+// the first confirmation (or ctx's end, or a failure), then one goroutine
+// reads the messages and later confirmations until Close. On a failure it
+// returns ps with the error unless the master refused (then ps is closed):
+// go-redis keeps reconnecting and subscribing again until Close.
+func listen(ctx context.Context, ps pubsub, deliver func(Message)) (Subscription, error) {
+	_, err := ps.Receive(ctx)
+	if err != nil && refused(err) {
+		_ = ps.Close()
+		return nil, err
 	}
-	s, ok := n.(subscriber)
-	return s, ok
+	l := &listener{ps: ps}
+	msgs := ps.ChannelWithSubscriptions()
+	l.reader.Go(func() {
+		for m := range msgs {
+			switch m := m.(type) {
+			case *redis.Message:
+				deliver(Message{Payload: m.Payload})
+			case *redis.Subscription:
+				deliver(Message{Resubscribed: true})
+			}
+		}
+	})
+	return l, err
 }
 
-// subscribe subscribes channel on the master; on a Ring, on each of its
-// shards (see shardSubs).
-func (n *redisNode) subscribe(ctx context.Context, channel string) pubsub {
-	if ring, ok := n.c.(*redis.Ring); ok && n.kind == kindRing {
-		return subscribeShards(ctx, ring.GetShardClients(), channel)
+// listener is listen's Subscription.
+type listener struct {
+	ps     pubsub
+	reader sync.WaitGroup
+}
+
+func (l *listener) Close() error {
+	err := l.ps.Close()
+	l.reader.Wait()
+	return err
+}
+
+// Subscribe subscribes channel on the master; on a Ring, on each of its
+// shards (see shardSubs). A Redis Cluster delivers no wake-ups: a script's
+// PUBLISH counts only the receivers on the node that runs it, while the
+// cluster bus delivers the message on every node. A release whose key is on
+// another shard than this Redlock's subscription would see nobody listening
+// and give back the key it handed (handon.lua), and the call would count
+// the hand-off all the same, holding the lock on masters where nobody does
+// (TestRedisClusterHandOff). Without a subscription on a cluster, its
+// waiting calls wait their backoff. Sharded pub/sub (SPUBLISH to a channel
+// in the key's slot) would count and deliver on the same shard.
+func (n *redisNode) Subscribe(ctx context.Context, channel string, deliver func(Message)) (Subscription, error) {
+	switch ring, _ := n.c.(*redis.Ring); n.kind {
+	case kindCluster:
+		return nil, fmt.Errorf("a Redis Cluster's PUBLISH from a script counts only the receivers on the node that runs it: no wake-ups: %w", errors.ErrUnsupported)
+	case kindRing:
+		return listen(ctx, subscribeShards(ctx, ring.GetShardClients(), channel), deliver)
 	}
-	return n.c.Subscribe(ctx, channel)
+	return listen(ctx, n.c.Subscribe(ctx, channel), deliver)
 }
 
 // shardSubs is one subscription per shard of a Ring, read as one. A Ring
@@ -218,54 +244,37 @@ func (w *wakeups) start(ctx context.Context, key string, timeout time.Duration) 
 	}
 	w.started = true
 	began := time.Now()
-	w.subs = make([]pubsub, len(w.r.nodes))
+	w.subs = make([]Subscription, len(w.r.nodes))
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var wg sync.WaitGroup
 	errs := make([]error, len(w.r.nodes))
 	for i, n := range w.r.nodes {
-		s, ok := subscriberOf(n)
-		if !ok {
-			continue
-		}
 		// Each master's dial, handshake and confirmation run at once: a slow
 		// master must not use up the others' time.
 		wg.Go(func() {
-			w.subs[i] = s.subscribe(sctx, w.chans[i])
-			_, errs[i] = w.subs[i].Receive(sctx)
+			w.subs[i], errs[i] = n.Subscribe(sctx, w.chans[i], func(m Message) {
+				if m.Resubscribed {
+					w.live.Store(true) // a master that was down subscribed
+					w.resubscribed()
+					return
+				}
+				w.message(m.Payload, i)
+			})
 		})
 	}
 	wg.Wait()
 	took := time.Since(began)
-	for i, ps := range w.subs {
+	for i, err := range errs {
 		switch {
-		case ps == nil:
-		case errs[i] != nil && refused(errs[i]):
+		case err == nil:
+			w.live.Store(true)
+		case w.subs[i] == nil && !errors.Is(err, errors.ErrUnsupported) && w.err == nil:
 			// The user may not subscribe: no wake-ups from this master.
-			_ = ps.Close()
-			w.subs[i] = nil
-			if w.err == nil {
-				w.err = &NodeError{Node: w.r.nodes[i].Name(), Err: errs[i]}
-			}
-		default:
-			// Confirmed, or not yet (a master down): go-redis keeps
-			// reconnecting and subscribing again until Close.
-			if errs[i] == nil {
-				w.live.Store(true)
-			}
-			msgs := ps.ChannelWithSubscriptions()
-			w.readers.Go(func() {
-				for m := range msgs {
-					switch m := m.(type) {
-					case *redis.Message:
-						w.message(m.Payload, i)
-					case *redis.Subscription:
-						w.live.Store(true) // a master that was down subscribed
-						w.resubscribed()
-					}
-				}
-			})
+			w.err = &NodeError{Node: w.r.nodes[i].Name(), Err: err}
 		}
+		// Otherwise not confirmed yet (a master down): the Node keeps
+		// subscribing again until Close.
 	}
 	if w.r.obs != nil {
 		w.report(ctx, key, errs, took)
@@ -279,8 +288,8 @@ func (w *wakeups) report(ctx context.Context, key string, errs []error, took tim
 	for i, n := range w.r.nodes {
 		reply := &e.Nodes[i]
 		reply.Node = n.Name()
-		switch _, ok := subscriberOf(n); {
-		case !ok:
+		switch {
+		case errors.Is(errs[i], errors.ErrUnsupported):
 			reply.Outcome = Pending // a Node that cannot deliver wake-ups
 		case errs[i] != nil:
 			reply.Outcome, reply.Err = Failed, errs[i]
@@ -323,10 +332,9 @@ func (w *wakeups) close() {
 		w.forgetLocked(h)
 	}
 	w.handsMu.Unlock()
-	for _, ps := range w.subs {
-		if ps != nil {
-			_ = ps.Close()
+	for _, s := range w.subs {
+		if s != nil {
+			_ = s.Close()
 		}
 	}
-	w.readers.Wait()
 }
