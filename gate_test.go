@@ -374,3 +374,71 @@ func onBareMajority(t *testing.T, a *Redlock, cs []*redis.Client, key string) *L
 	}
 	return l
 }
+
+// TestGatedVoteIsOneCommand: a gated vote is one script on the master, the
+// gate's check and the vote together (issue 33, item 3), for every kind of
+// vote: a closed gate answers for the vote and writes nothing (no lock key,
+// no fence counter, no hold), and an open one lets the vote run in the
+// same script. Counted on the client (the master's commandstats count the
+// commands the scripts call too): each attempt sends the master one command
+// for its vote and one for its release (a rollback when the vote failed).
+func TestGatedVoteIsOneCommand(t *testing.T) {
+	const gate = time.Second
+	c := redistest.StartT(t, 1, redistest.Options{})
+	cs := gateClients(t, c)
+	rc := gateClients(t, c)[0]
+	sent := []*sentCounter{{name: "set"}, {name: "eval"}, {name: "evalsha"}}
+	for _, h := range sent {
+		rc.AddHook(h)
+	}
+	r := newRedlock(t, []Node{NewNode(rc)}, WithTTL(gate), WithRestartGate(gate))
+	ctx := context.Background()
+	calls := func() int64 {
+		var n int64
+		for _, h := range sent {
+			n += h.n.Load()
+		}
+		return n
+	}
+	kinds := []struct {
+		name string
+		opts []Option
+	}{
+		{"plain", nil},
+		{"fenced", []Option{WithFencing()}},
+		{"owned", []Option{WithOwner("job")}},
+	}
+	for _, k := range kinds {
+		key := testKey(t)
+		before := calls()
+		if _, err := r.TryLock(ctx, key, k.opts...); gateRefusals(err) != 1 {
+			t.Fatalf("%s: TryLock behind a closed gate = %v; want the gate's refusal", k.name, err)
+		}
+		settle(r) // the rollback
+		if n := calls() - before; n != 2 {
+			t.Errorf("%s, gate closed: the master saw %d commands for the vote and its rollback; want 2 (one script for the gated vote)", k.name, n)
+		}
+		if n, err := cs[0].Exists(ctx, key, FenceKey(key)).Result(); err != nil || n != 0 {
+			t.Errorf("%s, gate closed: %d of the lock key and its fence counter exist (%v); want none: a closed gate writes nothing", k.name, n, err)
+		}
+	}
+	time.Sleep(2*gate + 100*time.Millisecond) // uptime_in_seconds reads up to 1 s high, and the gate counts 1 s less
+	for _, k := range kinds {
+		before := calls()
+		l, err := r.TryLock(ctx, testKey(t), k.opts...)
+		if err != nil {
+			t.Fatalf("%s: TryLock behind an open gate: %v", k.name, err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		settle(r)
+		want := int64(2)
+		if k.name == "fenced" {
+			want = 3 // round 2 raises the counter on the quorum
+		}
+		if n := calls() - before; n != want {
+			t.Errorf("%s, gate open: the master saw %d commands for Lock and Unlock; want %d", k.name, n, want)
+		}
+	}
+}

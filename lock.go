@@ -329,8 +329,9 @@ func (l *Lock) request(op Op, ttl time.Duration, token uint64) Request {
 	if op == OpExtend {
 		q.lock = l
 	}
+	q.Gate = l.cfg.gate // on a release, for a waiting call's rollback (handoff.lua)
 	if op != OpRelease {
-		q.Gate, q.Replicas = l.cfg.gate, l.cfg.replicas
+		q.Replicas = l.cfg.replicas
 	}
 	return q
 }

@@ -194,10 +194,13 @@ type Request struct {
 	// Gate, on a vote (OpAcquire, OpAcquireFenced, OpRaiseFence,
 	// OpExtend), is the restart gate ([WithRestartGate]): the vote counts
 	// only from a master that has been up at least Gate. The go-redis Node
-	// asks the master in the same pipeline, just before the vote
-	// (lua/gate.lua), and fails a vote from a master up for less with an
-	// error wrapping [ErrRestartGate]. 0: no gate. A Node of your own
-	// ([NodeFunc]) that ignores Gate gives no gate.
+	// sends the vote as one script that checks the gate first
+	// (lua/gate.lua) and does nothing else on a master up for less, and
+	// fails that vote with an error wrapping [ErrRestartGate]. 0: no gate.
+	// A Node of your own ([NodeFunc]) that ignores Gate gives no gate. On
+	// a waiting call's release (Hand set) it is the call's gate: a rollback
+	// that finds the key free where the gate is closed only nudges the call
+	// it wakes (lua/handoff.lua).
 	Gate time.Duration
 	// Replicas, on a vote, makes it count only once WAIT Replicas has
 	// confirmed it on that many of the master's replicas, within the
@@ -215,6 +218,8 @@ type Request struct {
 	// Key, Value and TTL in milliseconds as interface values, made once for
 	// every master's command of a phase (see boxArgs); nil: not yet.
 	key, value, ms any
+	// gate is Gate in milliseconds, boxed the same way (gated votes).
+	gate any
 	// OpRelease: WaitKey(Key) and Waiter, boxed the same way; waitFor is
 	// the Key waitKey was made from.
 	waitKey, waiter any
@@ -240,6 +245,9 @@ func (q *Request) boxArgs() {
 	}
 	if q.ms == nil && q.TTL != 0 {
 		q.ms = q.TTL.Milliseconds()
+	}
+	if q.gate == nil && q.Gate > 0 {
+		q.gate = q.Gate.Milliseconds()
 	}
 	if q.Op == OpRelease && q.waitKey == nil {
 		q.waitKey, q.waiter, q.waitFor = WaitKey(q.Key), q.Waiter, q.Key
@@ -304,6 +312,10 @@ var (
 	gateLua string
 	//go:embed lua/get.lua
 	getLua string
+	//go:embed lua/acquire.lua
+	acquireLua string
+	//go:embed lua/gated.lua
+	gatedLua string
 
 	// The scripts that can free a key start with the hand-off routine;
 	// those that take a fence token, with the counter's steps; those that
@@ -313,8 +325,15 @@ var (
 	acquireFencedSrc any = script(fenceLua, acquireFencedLua)
 	raiseFenceSrc    any = script(getLua, raiseFenceLua)
 	holdSrc          any = script(handonLua, fenceLua, holdLua)
-	handoffSrc       any = script(handonLua, getLua, handoffLua)
-	gateSrc          any = script(gateLua)
+	handoffSrc       any = script(handonLua, gateLua, getLua, handoffLua)
+
+	// A vote behind the restart gate is one script: the gate's check first
+	// (gated.lua, reading the gate from the last argument), then the vote.
+	gatedAcquireSrc       any = script(gateLua, gatedLua, acquireLua)
+	gatedExtendSrc        any = script(gateLua, gatedLua, getLua, extendLua)
+	gatedAcquireFencedSrc any = script(gateLua, gatedLua, fenceLua, acquireFencedLua)
+	gatedRaiseFenceSrc    any = script(gateLua, gatedLua, getLua, raiseFenceLua)
+	gatedHoldSrc          any = script(gateLua, gatedLua, handonLua, fenceLua, holdLua)
 )
 
 // script returns Lua files' code, one after the other, without comment
@@ -496,12 +515,12 @@ func sortedSet(ss []string) []string {
 func (n *redisNode) Name() string { return n.name }
 
 // Exec sends reqs as one pipeline (a single request as a plain command) and
-// reads each reply strictly (reply.go). A vote with a Gate goes out behind
-// its gate's question, on the same connection. The votes with Replicas are
+// reads each reply strictly (reply.go). A vote with a Gate is one script,
+// the gate's check and the vote (see command). The votes with Replicas are
 // confirmed together by one WAIT at the end of the pipeline (see
 // replicaWait). A request of an unknown Op is not sent: its Err says so.
 func (n *redisNode) Exec(ctx context.Context, reqs []*Request) {
-	if len(reqs) == 1 && !gated(reqs[0]) && !replicated(reqs[0]) {
+	if len(reqs) == 1 && !replicated(reqs[0]) {
 		if cmd := command(ctx, reqs[0]); cmd != nil {
 			_ = n.c.Process(ctx, cmd)
 			readReply(reqs[0], cmd)
@@ -509,7 +528,6 @@ func (n *redisNode) Exec(ctx context.Context, reqs []*Request) {
 		return
 	}
 	cmds := make([]redis.Cmder, len(reqs))
-	var gates []*redis.Cmd
 	var rw replicaWait
 	pipe := n.c.Pipeline()
 	for i, q := range reqs {
@@ -521,13 +539,6 @@ func (n *redisNode) Exec(ctx context.Context, reqs []*Request) {
 		}
 		if cmds[i] = command(ctx, q); cmds[i] == nil {
 			continue
-		}
-		if gated(q) {
-			if gates == nil {
-				gates = make([]*redis.Cmd, len(reqs))
-			}
-			gates[i] = gateCommand(ctx, q)
-			_ = pipe.Process(ctx, gates[i])
 		}
 		_ = pipe.Process(ctx, cmds[i])
 		if replicated(q) {
@@ -549,9 +560,6 @@ func (n *redisNode) Exec(ctx context.Context, reqs []*Request) {
 			continue
 		}
 		readReply(q, cmds[i])
-		if gates != nil && gates[i] != nil {
-			closeGate(q, gates[i])
-		}
 		if wait != nil && replicated(q) {
 			confirmed(q, acks, werr)
 		}
@@ -644,27 +652,23 @@ func confirmed(q *Request, acks int64, err error) {
 	}
 }
 
-// gateCommand asks the master of q, a vote behind a restart gate, how long
-// until its votes count (lua/gate.lua).
-func gateCommand(ctx context.Context, q *Request) *redis.Cmd {
-	return redis.NewCmd(ctx, "eval", gateSrc, 1, boxed(q.key, q.Key), q.Gate.Milliseconds())
-}
-
 // gated reports whether q is a vote behind a restart gate.
 func gated(q *Request) bool { return q.Gate > 0 && q.Op != OpRelease }
 
-// closeGate fails q, a vote sent behind its restart gate's question, unless
-// the master answered that its votes count. The vote ran either way: a
-// gated acquire may have set the key, which the rollback and Unlock delete
-// as they do where a reply was lost.
-func closeGate(q *Request, gate *redis.Cmd) {
-	left, err := gate.Int64()
-	switch {
-	case err != nil:
-		q.OK, q.Err = false, fmt.Errorf("restart gate (lua/gate.lua): %w", err)
-	case left > 0:
-		q.OK, q.Err = false, &gateError{left: time.Duration(left) * time.Millisecond, gate: q.Gate}
+// gateRefusal is the error a gated vote's script answers when the master
+// has been up for less than the gate: "GATE" and the ms left (gate.lua).
+const gateRefusal = "GATE "
+
+// closedGate reads err, the reply error of q's gated vote: the gate's
+// refusal as a [*gateError], any other error as it is.
+func closedGate(q *Request, err error) error {
+	if msg, ok := strings.CutPrefix(err.Error(), gateRefusal); ok {
+		if left, perr := strconv.ParseInt(msg, 10, 64); perr == nil && left > 0 {
+			return &gateError{left: time.Duration(left) * time.Millisecond, gate: q.Gate}
+		}
+		return badReplyf("restart gate answered %s, want GATE and the ms left", show(err.Error()))
 	}
+	return err
 }
 
 // command is the Redis command of q, or nil (and q.Err set) for an unknown
@@ -675,6 +679,9 @@ func command(ctx context.Context, q *Request) redis.Cmder {
 	ms := q.ms
 	if m, ok := ms.(int64); !ok || m != q.TTL.Milliseconds() {
 		ms = q.TTL.Milliseconds()
+	}
+	if gated(q) {
+		return gatedCommand(ctx, q, key, value, ms)
 	}
 	if q.Owner != "" {
 		return holdCommand(ctx, q, key, value, ms)
@@ -693,7 +700,7 @@ func command(ctx context.Context, q *Request) redis.Cmder {
 		if q.Hand == "" {
 			return redis.NewCmd(ctx, "eval", releaseSrc, 2, key, wk, value, waiter, q.rollback)
 		}
-		return redis.NewCmd(ctx, "eval", handoffSrc, 2, key, wk, value, waiter, q.Place, q.Hand, q.Reg, q.TTL.Milliseconds(), q.Behind, q.Queued)
+		return redis.NewCmd(ctx, "eval", handoffSrc, 2, key, wk, value, waiter, q.Place, q.Hand, q.Reg, q.TTL.Milliseconds(), q.Behind, q.Queued, gateArg(q))
 	}
 	return unknownOp(q)
 }
@@ -716,6 +723,46 @@ func holdCommand(ctx context.Context, q *Request, key, value, ms any) redis.Cmde
 	return unknownOp(q)
 }
 
+// gatedCommand is the command of q, a vote behind a restart gate: its
+// script with the gate's check in front, the gate in ms as its last
+// argument.
+func gatedCommand(ctx context.Context, q *Request, key, value, ms any) redis.Cmder {
+	gate := gateArg(q)
+	if q.Owner != "" {
+		switch q.Op {
+		case OpAcquire:
+			return redis.NewCmd(ctx, "eval", gatedHoldSrc, 2, key, FenceKey(q.Key), "enter", value, ms, q.Owner, 0, gate)
+		case OpAcquireFenced:
+			return redis.NewCmd(ctx, "eval", gatedHoldSrc, 2, key, FenceKey(q.Key), "enter", value, ms, q.Owner, 1, gate)
+		case OpRaiseFence:
+			return redis.NewCmd(ctx, "eval", gatedHoldSrc, 2, key, FenceKey(q.Key), "fence", value, q.Token, gate)
+		case OpExtend:
+			return redis.NewCmd(ctx, "eval", gatedHoldSrc, 1, key, "extend", value, ms, gate)
+		}
+		return unknownOp(q)
+	}
+	switch q.Op {
+	case OpAcquire:
+		return redis.NewCmd(ctx, "eval", gatedAcquireSrc, 1, key, value, ms, gate)
+	case OpAcquireFenced:
+		return redis.NewCmd(ctx, "eval", gatedAcquireFencedSrc, 2, key, FenceKey(q.Key), value, ms, gate)
+	case OpRaiseFence:
+		return redis.NewCmd(ctx, "eval", gatedRaiseFenceSrc, 2, key, FenceKey(q.Key), value, q.Token, gate)
+	case OpExtend:
+		return redis.NewCmd(ctx, "eval", gatedExtendSrc, 1, key, value, ms, q.Repair, gate)
+	}
+	return unknownOp(q)
+}
+
+// gateArg is q.Gate in ms as an interface value: the one boxArgs made while
+// it still holds q.Gate, else a new one.
+func gateArg(q *Request) any {
+	if g, ok := q.gate.(int64); ok && g == q.Gate.Milliseconds() {
+		return q.gate
+	}
+	return q.Gate.Milliseconds()
+}
+
 // unknownOp fails q, a request of an Op the Node does not know, unsent.
 func unknownOp(q *Request) redis.Cmder {
 	q.OK, q.Fence, q.Err = false, 0, fmt.Errorf("redlock: unknown request %v: not sent", q.Op)
@@ -732,6 +779,10 @@ func boxed(b any, s string) any {
 
 // readReply fills in q's reply from cmd's.
 func readReply(q *Request, cmd redis.Cmder) {
+	if err := cmd.Err(); gated(q) && err != nil && !errors.Is(err, redis.Nil) {
+		q.OK, q.Fence, q.Err = false, 0, closedGate(q, err)
+		return
+	}
 	switch c := cmd.(type) {
 	case *redis.StatusCmd:
 		q.OK, q.Err = setReply(c.Result())

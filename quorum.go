@@ -553,7 +553,7 @@ func (l *Lock) release(ctx context.Context, unlock bool, h *handoff) *phase {
 	// just before.
 	reg := &q
 	if l.owner != "" {
-		reg = &Request{Op: OpRelease, Key: l.key, Waiter: q.Waiter}
+		reg = &Request{Op: OpRelease, Key: l.key, Waiter: q.Waiter, Gate: q.Gate}
 	}
 	switch {
 	case q.Waiter == "":

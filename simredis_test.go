@@ -1212,19 +1212,15 @@ func (m *simMaster) execLocked(q *Request) {
 		return // an unknown Op: command failed q
 	}
 	x := simExec{m: m, now: m.clockLocked()}
-	// A gated vote goes behind its gate's question, as the Node pipelines it.
-	var gate *redis.Cmd
-	var cache *simKey // the gate's cache when the question was asked
+	// A gated vote is one script, the gate's check in front.
+	var cache *simKey // the gate's cache when the vote came
 	if gated(q) {
 		cache = x.lookup(derivedKey(q.Key, "epoch")) // the cache gates before issue 31 kept; none now
-		gate = gateCommand(context.Background(), q)
-		x.run(gate)
 	}
 	x.run(cmd)
 	readReply(q, cmd)
-	if gate != nil {
-		m.noteGateLocked(q, gate, x.now, cache)
-		closeGate(q, gate)
+	if gated(q) {
+		m.noteGateLocked(q, x.now, cache)
 	}
 	if x.shimErr != nil {
 		if len(m.shimErrs) < maxSimErrs {
@@ -1288,16 +1284,16 @@ func (g simGateEarly) String() string {
 		g.snapshot, g.rounding, g.data)
 }
 
-// noteGateLocked counts q's vote in m.gateEarly when the restart gate
-// (the reply to gate) let it count before the master had been up q.Gate
+// noteGateLocked counts q's vote in m.gateEarly when the restart gate (the
+// gated vote's reply) let it run before the master had been up q.Gate
 // at now (its clock, ns); cache was the gate's cache (nil: none) when the
 // gate ran.
-func (m *simMaster) noteGateLocked(q *Request, gate *redis.Cmd, now int64, cache *simKey) {
-	left, err := gate.Int64()
+func (m *simMaster) noteGateLocked(q *Request, now int64, cache *simKey) {
 	up := time.Duration(now - m.startedAt)
 	// The gate counts in whole ms: a vote less than a ms early is its
-	// arithmetic's, not a hole.
-	if err != nil || left > 0 || up+time.Millisecond >= q.Gate {
+	// arithmetic's, not a hole. A vote with an error did not get past the
+	// gate (a refusal, or a script that failed before the vote).
+	if q.Err != nil || up+time.Millisecond >= q.Gate {
 		return
 	}
 	why, n := "rounding", &m.gateEarly.rounding

@@ -65,8 +65,12 @@ if first then
 end
 if n == 1 or v == false and first then
   -- again: no entry is skipped. A rollback that freed the call's own
-  -- attempt only nudges a woken call (handon.lua).
-  woke = handon(k, q, not again and ch or nil, again and v == ARGV[1])
+  -- attempt only nudges a woken call (handon.lua); so does one that finds
+  -- the key free on a master whose restart gate (ARGV[9] ms, '0': none)
+  -- is closed: the gate refused the attempt's vote, which wrote nothing,
+  -- and will refuse the next one.
+  local rb = again and (v == ARGV[1] or v == false and ARGV[9] ~= '0' and gate(tonumber(ARGV[9])) ~= 0)
+  woke = handon(k, q, not again and ch or nil, rb)
 end
 if bh and woke == 2 or again and not first then
   P('ZADD', q, pl, me)
