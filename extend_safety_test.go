@@ -17,24 +17,24 @@ type extendFault struct {
 
 var errReplyLost = errors.New("reply lost")
 
-func (f *extendFault) Exec(ctx context.Context, reqs []*Request) {
-	for _, q := range reqs {
-		f.Node.Exec(context.WithoutCancel(ctx), []*Request{q})
-		if q.Op != OpExtend {
+func (f *extendFault) Exec(ctx context.Context, cmds []*Command) {
+	for _, c := range cmds {
+		f.Node.Exec(context.WithoutCancel(ctx), []*Command{c})
+		if c.req == nil || c.req.Op != reqExtend {
 			continue
 		}
 		switch f.mode {
 		case "late":
 			<-ctx.Done()
-			q.OK, q.Err = false, ctx.Err()
+			c.Reply, c.Err = nil, ctx.Err()
 		case "slow":
 			select {
 			case <-time.After(200 * time.Millisecond):
 			case <-ctx.Done():
-				q.OK, q.Err = false, ctx.Err()
+				c.Reply, c.Err = nil, ctx.Err()
 			}
 		case "fail":
-			q.OK, q.Err = false, errReplyLost
+			c.Reply, c.Err = nil, errReplyLost
 		}
 	}
 }

@@ -2,12 +2,13 @@ package redlock
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"time"
 )
 
 // faultNode wraps a real master's Node and injects the faults a real server
-// cannot be made to produce on demand. It passes the requests of a batch to
+// cannot be made to produce on demand. It passes the commands of a batch to
 // the wrapped Node one at a time, in order, so that each can be held back or
 // have its reply withheld on its own; the batch's context bounds every wait.
 // The zero faults pass every request through.
@@ -46,7 +47,7 @@ type faultNode struct {
 	failTTL atomic.Int64
 	// during, when set, runs as each request of its Op is sent (a clock
 	// that jumps while a request is in flight).
-	during atomic.Pointer[func(*Request)]
+	during atomic.Pointer[func(*request)]
 }
 
 func wrap(n Node) *faultNode { return &faultNode{Node: n} }
@@ -67,77 +68,82 @@ func wait(ctx context.Context, d0 *atomic.Int64) error {
 	}
 }
 
-func (f *faultNode) Exec(ctx context.Context, reqs []*Request) {
-	for _, q := range reqs {
+func (f *faultNode) Exec(ctx context.Context, cmds []*Command) {
+	for _, c := range cmds {
 		if err := ctx.Err(); err != nil {
-			q.Err = err
+			c.Err = err
+			continue
+		}
+		q := c.req
+		if q == nil { // a WAIT
+			f.Node.Exec(ctx, []*Command{c})
 			continue
 		}
 		if during := f.during.Load(); during != nil {
 			(*during)(q)
 		}
 		switch q.Op {
-		case OpAcquire, OpAcquireFenced:
-			f.acquire(ctx, q)
-		case OpExtend:
+		case reqAcquire, reqAcquireFenced:
+			f.acquire(ctx, c)
+		case reqExtend:
 			f.extends.Add(1)
-			if f.extendFault(ctx, q) {
+			if f.extendFault(c) {
 				continue
 			}
-			if q.Err = wait(ctx, &f.extendDelay); q.Err == nil {
-				f.Node.Exec(ctx, []*Request{q})
+			if c.Err = wait(ctx, &f.extendDelay); c.Err == nil {
+				f.Node.Exec(ctx, []*Command{c})
 			}
 			f.extendsDone.Store(time.Now().UnixNano())
-		case OpRelease:
+		case reqRelease:
 			f.releases.Add(1)
 			f.firstRelease.CompareAndSwap(0, time.Now().UnixNano())
-			f.Node.Exec(ctx, []*Request{q})
+			f.Node.Exec(ctx, []*Command{c})
 		default:
-			f.Node.Exec(ctx, []*Request{q})
+			f.Node.Exec(ctx, []*Command{c})
 		}
 	}
 }
 
-// extendFault applies strayTTL and failTTL to the extend q and reports
+// extendFault applies strayTTL and failTTL to the extend c and reports
 // whether it did.
-func (f *faultNode) extendFault(ctx context.Context, q *Request) bool {
-	switch int64(q.TTL) {
+func (f *faultNode) extendFault(c *Command) bool {
+	switch int64(c.req.TTL) {
 	case f.failTTL.Load():
-		q.Err = errReplyLost
+		c.Err = errReplyLost
 		return true
 	case f.strayTTL.Load():
-		stray := *q
+		stray := &Command{Args: slices.Clone(c.Args), Key: c.Key, Keys: c.Keys}
 		d := time.Duration(f.strayDelay.Load())
 		go func() {
 			time.Sleep(d)
-			f.Node.Exec(context.Background(), []*Request{&stray})
+			f.Node.Exec(context.Background(), []*Command{stray})
 			f.strayed.Add(1)
 		}()
 		// The client sees the failure at once (a connection reset with the
 		// request still on its way), not at the batch's deadline: that
 		// deadline may be a later request's, queued in the same batch.
-		q.OK, q.Err = false, errReplyLost
+		c.Reply, c.Err = nil, errReplyLost
 		return true
 	}
 	return false
 }
 
-func (f *faultNode) acquire(ctx context.Context, q *Request) {
-	if q.Err = wait(ctx, &f.acquireDelay); q.Err != nil {
+func (f *faultNode) acquire(ctx context.Context, c *Command) {
+	if c.Err = wait(ctx, &f.acquireDelay); c.Err != nil {
 		return
 	}
 	if f.lateReply.Load() {
-		f.Node.Exec(context.WithoutCancel(ctx), []*Request{q})
+		f.Node.Exec(context.WithoutCancel(ctx), []*Command{c})
 		<-ctx.Done()
-		q.OK, q.Fence, q.Err = false, 0, ctx.Err()
+		c.Reply, c.Err = nil, ctx.Err()
 		return
 	}
 	defer f.acquired.Add(1)
-	f.Node.Exec(ctx, []*Request{q})
+	f.Node.Exec(ctx, []*Command{c})
 	if err := wait(ctx, &f.replyDelay); err != nil {
-		q.OK, q.Fence, q.Err = false, 0, err
+		c.Reply, c.Err = nil, err
 	}
 }
 
 // onSend makes f call fn as each request is sent.
-func (f *faultNode) onSend(fn func(*Request)) { f.during.Store(&fn) }
+func (f *faultNode) onSend(fn func(*request)) { f.during.Store(&fn) }

@@ -256,7 +256,7 @@ func TestFenceConfirmedTooLate(t *testing.T) {
 	// While round 2 is in flight, 9 s pass: 0.9 s of validity is left, under 1 s.
 	c := &jumpClock{}
 	for _, f := range wrapAll(nodes) {
-		f.onSend(jumpOnce(c, OpRaiseFence, 9*time.Second))
+		f.onSend(jumpOnce(c, reqRaiseFence, 9*time.Second))
 	}
 	r := newRedlock(t, nodes, WithFencing(), WithTTL(10*time.Second), WithMinValidity(time.Second))
 	r.clock = c
@@ -284,8 +284,8 @@ func TestFenceCounterChangedByHand(t *testing.T) {
 		if err := c.Set(ctx, FenceKey(key), bad, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
-		q := &Request{Op: OpAcquireFenced, Key: key, Value: "v", TTL: time.Second}
-		n.Exec(ctx, []*Request{q})
+		q := &request{Op: reqAcquireFenced, Key: key, Value: "v", TTL: time.Second}
+		execRequests(ctx, n, q)
 		err := q.Err
 		if err == nil {
 			t.Errorf("counter %q: token %d, want an error", bad, q.Fence)
@@ -301,8 +301,8 @@ func TestFenceCounterChangedByHand(t *testing.T) {
 	if err := c.Set(ctx, FenceKey(key), uint64(top), 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	q := &Request{Op: OpAcquireFenced, Key: key, Value: "v", TTL: time.Second}
-	if n.Exec(ctx, []*Request{q}); q.Err != nil || q.Fence != top+1 || !q.OK {
+	q := &request{Op: reqAcquireFenced, Key: key, Value: "v", TTL: time.Second}
+	if execRequests(ctx, n, q); q.Err != nil || q.Fence != top+1 || !q.OK {
 		t.Fatalf("counter 2^53-2: token %d, %v; want %d", q.Fence, q.Err, uint64(top+1))
 	}
 	if got, _ := c.Get(ctx, FenceKey(key)).Uint64(); got != top+1 {
@@ -312,12 +312,15 @@ func TestFenceCounterChangedByHand(t *testing.T) {
 
 // wrapReplies wraps the first n nodes: fn runs after each request went
 // through the real master, to change what the Redlock is told.
-func wrapReplies(nodes []Node, n int, fn func(q *Request)) {
+func wrapReplies(nodes []Node, n int, fn func(q *request)) {
 	for i := range n {
 		inner := nodes[i]
-		nodes[i] = NodeFunc(inner.Name(), func(ctx context.Context, q *Request) {
-			inner.Exec(ctx, []*Request{q})
-			fn(q)
+		nodes[i] = NodeFunc(inner.Name(), func(ctx context.Context, c *Command) {
+			inner.Exec(ctx, []*Command{c})
+			q := *c.req
+			decode(&q, c)
+			fn(&q)
+			replyFor(&q, c)
 		})
 	}
 }
@@ -327,8 +330,8 @@ func wrapReplies(nodes []Node, n int, fn func(q *Request)) {
 func TestFenceRound2NeedsQuorum(t *testing.T) {
 	cs := clients(t, masters.Addrs()[:3])
 	nodes := nodesOf(t, cs)
-	wrapReplies(nodes, 2, func(q *Request) {
-		if q.Op == OpRaiseFence {
+	wrapReplies(nodes, 2, func(q *request) {
+		if q.Op == reqRaiseFence {
 			q.OK = false // the key was gone there
 		}
 	})
@@ -348,13 +351,15 @@ func TestFenceRound2NeedsQuorum(t *testing.T) {
 	}
 }
 
-// TestFenceZeroTokenFails: a Node that reports a fenced acquire as done
-// without a usable token counts as failed (ErrBadReply), never as a success.
+// TestFenceZeroTokenFails: a master that answers a fenced acquire with a
+// token the scripts cannot use (above 2^53) counts as failed (ErrBadReply),
+// never as a success. (A 0 is the script's "the key is taken": a refusal;
+// TestHostileReplies has every raw reply.)
 func TestFenceZeroTokenFails(t *testing.T) {
-	for _, bad := range []uint64{0, 1<<53 + 1} {
+	for _, bad := range []uint64{1<<53 + 1, 1 << 60} {
 		nodes := nodesOf(t, clients(t, masters.Addrs()[:3]))
-		wrapReplies(nodes, 2, func(q *Request) {
-			if q.Op == OpAcquireFenced && q.OK {
+		wrapReplies(nodes, 2, func(q *request) {
+			if q.Op == reqAcquireFenced && q.OK {
 				q.Fence = bad
 			}
 		})

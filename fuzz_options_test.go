@@ -12,11 +12,10 @@ import (
 // lets a fuzzer drive the acquire, fence, extend and release arithmetic with
 // any options, without a network.
 func yesNode(name string) Node {
-	return NodeFunc(name, func(_ context.Context, q *Request) {
-		q.OK = true
-		if q.Op == OpAcquireFenced {
-			q.Fence = 1
-		}
+	return NodeFunc(name, func(_ context.Context, c *Command) {
+		q := *c.req
+		q.OK, q.Fence = true, 1
+		replyFor(&q, c)
 	})
 }
 

@@ -58,10 +58,10 @@ func FuzzNodeReply(f *testing.F) {
 		// go-redis does not check the CRLF after a bulk string's payload.
 		checkReplyOutcomes(t, "go-redis", reply, acq, fenced, flags, "$2\r\nOK")
 		// A release's success or wake-up needs an integer reply (0 to 3).
-		q := Request{Op: OpRelease, Key: "k", Value: "v"}
+		q := request{Op: reqRelease, Key: "k", Value: "v"}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		fake.pipeNode(t)().Exec(ctx, []*Request{&q})
+		execRequests(ctx, fake.pipeNode(t)(), &q)
 		if (q.OK || q.Woke) && (q.Err != nil || !bytes.HasPrefix(reply, []byte(":"))) {
 			t.Errorf("release reported OK %v, Woke %v (Err %v) on the reply %q", q.OK, q.Woke, q.Err, reply)
 		}

@@ -255,7 +255,7 @@ func (w *wakeups) message(payload string, i int) {
 	// Only this hand-off's value: a later registration of the same call (an
 	// Unlock's, see stay) may hold the key on this master under another.
 	w.r.startPhase(context.Background(), time.Now().Add(w.nodeTimeout()), false,
-		Request{Op: OpRelease, Key: key, Value: handValue(hand, reg)})
+		request{Op: reqRelease, Key: key, Value: handValue(hand, reg)})
 	w.r.waiters.wake(key)
 }
 
@@ -278,7 +278,7 @@ type mark struct {
 }
 
 // stay turns h, the registration of the call that took l, into one queued
-// behind the call the Unlock of l hands the key to (see Request.Behind), at
+// behind the call the Unlock of l hands the key to (see request.Behind), at
 // place, sent in a phase with deadline; it returns its number. The mark it
 // leaves lets a Lock call of this Redlock for the key take it over (a loop
 // that locks a contended key again at once waits its turn without a

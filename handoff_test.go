@@ -269,8 +269,8 @@ func TestHandOffRegistrationOrder(t *testing.T) {
 		if err := c.Set(ctx, key, handValue("H", 2), time.Minute).Err(); err != nil {
 			t.Fatal(err)
 		}
-		q := &Request{Op: OpRelease, Key: key, Value: "attempt", Waiter: "chan", Place: 7, Queued: 7, Hand: "H", Reg: tc.reg, TTL: time.Minute}
-		n.Exec(ctx, []*Request{q})
+		q := &request{Op: reqRelease, Key: key, Value: "attempt", Waiter: "chan", Place: 7, Queued: 7, Hand: "H", Reg: tc.reg, TTL: time.Minute}
+		execRequests(ctx, n, q)
 		if q.Err != nil {
 			t.Fatal(q.Err)
 		}
@@ -289,8 +289,8 @@ func TestHandOffRegistrationOrder(t *testing.T) {
 	if err := c.ZAdd(ctx, WaitKey(key), redis.Z{Score: 7, Member: later}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	q := &Request{Op: OpRelease, Key: key, Value: "attempt", Waiter: "chan", Place: 7, Queued: 7, Hand: "H", Reg: 2, TTL: time.Minute}
-	n.Exec(ctx, []*Request{q})
+	q := &request{Op: reqRelease, Key: key, Value: "attempt", Waiter: "chan", Place: 7, Queued: 7, Hand: "H", Reg: 2, TTL: time.Minute}
+	execRequests(ctx, n, q)
 	if q.Err != nil {
 		t.Fatal(q.Err)
 	}
@@ -475,8 +475,8 @@ func TestHandOffSameServer(t *testing.T) {
 	// a value nobody holds after setting it.
 	cs[0].Set(ctx, key, "x", time.Minute)
 	n := NewNode(cs[0])
-	q := &Request{Op: OpRelease, Key: key, Value: "x"}
-	n.Exec(ctx, []*Request{q})
+	q := &request{Op: reqRelease, Key: key, Value: "x"}
+	execRequests(ctx, n, q)
 	select {
 	case o := <-got:
 		if o.err == nil {

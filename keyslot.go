@@ -114,3 +114,29 @@ var slotTags = sync.OnceValue(func() *[16384]string {
 	}
 	return &tags
 })
+
+// FenceKey is the name of the fence counter kept on each master next to key:
+// key + ":fence" when key has a Redis Cluster hash tag (a non-empty {…},
+// the first '{' to the first '}' after it), else "fence:{" + key + "}" (or,
+// for a key with a '}' but no tag, "fence:{T}" + key with T a short tag of
+// key's hash slot). Either way it is in key's hash slot, so that a master
+// that is a Redis Cluster runs the scripts that touch both. Earlier versions
+// kept the counter of a key without a tag at key + ":fence": the README says
+// what the move means ("Fencing tokens").
+//
+// It never expires: deleting it while the lock is in use can hand out a token
+// that does not increase (the clock floor limits the damage to restarts).
+// Lock and TryLock refuse keys of either shape (ending in ":fence", or
+// starting with "fence:{") with a [*ConfigError], so that no lock is ever
+// taken on another lock's counter.
+func FenceKey(key string) string { return derivedKey(key, "fence") }
+
+// WaitKey is the name of the queue, kept on each master next to key, of the
+// Lock calls waiting for key, in the order they started: a release that
+// frees key hands it to the first one still listening (or wakes it, for
+// fenced and owned locks). It expires a minute after the last call queued.
+// It is named as [FenceKey] is, with "waiters" for "fence": key +
+// ":waiters" when key has a hash tag, else "waiters:{" + key + "}", in key's
+// hash slot either way. Lock and TryLock refuse keys of either shape with a
+// [*ConfigError].
+func WaitKey(key string) string { return derivedKey(key, "waiters") }

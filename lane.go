@@ -40,11 +40,14 @@ type lane struct {
 	spare   []*call // the previous batch's slice, for reuse
 	running bool    // a runner is draining the queue
 
-	reqs []*Request // the batch being sent; the runner's alone
+	reqs    []*request // the batch being sent; the runner's alone
+	b       batch      // its commands, the runner's alone
+	routing Routing    // the Node's Traits().Routing
 }
 
 func newLane(n Node) *lane {
-	l := &lane{node: n, callerRuns: n.Traits().KeepsDeadlines}
+	t := n.Traits()
+	l := &lane{node: n, callerRuns: t.KeepsDeadlines, routing: t.Routing}
 	l.run = l.drain
 	return l
 }
@@ -136,13 +139,13 @@ func (l *lane) send(batch []*call) {
 			c.Err = c.p.ctx.Err()
 			continue
 		}
-		l.reqs = append(l.reqs, &c.Request)
+		l.reqs = append(l.reqs, &c.request)
 		if ctx == nil || c.p.ctx.deadline.After(ctx.deadline) {
 			ctx = &c.p.ctx
 		}
 	}
 	if len(l.reqs) > 0 {
-		l.node.Exec(ctx, l.reqs)
+		l.b.exchange(ctx, l.node, l.routing, l.reqs)
 	}
 	clear(l.reqs)
 	for i, c := range batch {

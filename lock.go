@@ -25,7 +25,7 @@ type Lock struct {
 	h       *handoff
 	stayReg uint64 // the registration its Unlock queued behind the next holder
 
-	// key and value boxed once for all the lock's requests (see Request.boxArgs)
+	// key and value boxed once for all the lock's requests (see request.boxArgs)
 	boxedKey, boxedValue any
 
 	// extendMu is held by Extend for its whole run, so two Extends of this
@@ -248,7 +248,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) (err error) {
 	if !ok {
 		return notHeld(l.key, "validity ended before Extend")
 	}
-	p := l.r.startPhase(ctx, deadline, true, l.request(OpExtend, cfg.ttl, 0))
+	p := l.r.startPhase(ctx, deadline, true, l.request(reqExtend, cfg.ttl, 0))
 	ctxErr := p.collect(ctx)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -321,16 +321,16 @@ func (l *Lock) effLocked(cfg *config) config {
 }
 
 // request is a request of op for l's key and value.
-func (l *Lock) request(op Op, ttl time.Duration, token uint64) Request {
-	q := Request{Op: op, Key: l.key, Value: l.value, TTL: ttl, Token: token, Owner: l.owner, key: l.boxedKey, value: l.boxedValue}
+func (l *Lock) request(op reqKind, ttl time.Duration, token uint64) request {
+	q := request{Op: op, Key: l.key, Value: l.value, TTL: ttl, Token: token, Owner: l.owner, key: l.boxedKey, value: l.boxedValue}
 	if ttl != 0 && ttl == l.r.cfg.ttl {
 		q.ms = l.r.ttlMS
 	}
-	if op == OpExtend {
+	if op == reqExtend {
 		q.lock = l
 	}
 	q.Gate = l.cfg.gate // on a release, for a waiting call's rollback (handoff.lua)
-	if op != OpRelease {
+	if op != reqRelease {
 		q.Replicas = l.cfg.replicas
 	}
 	return q

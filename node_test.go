@@ -13,39 +13,48 @@ import (
 	"github.com/redlock/redlock/internal/redistest"
 )
 
-// TestNodeSendsWhatTheRequestSays: a Node wrapper may change a request the
-// lane boxed for every master (a key prefix, say): the go-redis Node sends
-// the request as it now stands. A request of an unknown Op is not sent.
-func TestNodeSendsWhatTheRequestSays(t *testing.T) {
+// TestNodeSendsWhatTheCommandSays: a Node wrapper may change the commands
+// it carries (here it puts every key under a tenant's prefix, using
+// Command.Key and Keys): the go-redis Node sends each command as it now
+// stands, and the lock works under the prefix. A request of an unknown Op
+// is not sent.
+func TestNodeSendsWhatTheCommandSays(t *testing.T) {
 	cs := clients(t, masters.Addrs()[:1])
 	inner := NewNode(cs[0])
-	prefixed := NodeFunc(inner.Name(), func(ctx context.Context, q *Request) {
-		q.Key, q.Value, q.TTL = "tenant:"+q.Key, q.Value+"!", 2*q.TTL
-		inner.Exec(ctx, []*Request{q})
+	prefixed := NodeFunc(inner.Name(), func(ctx context.Context, c *Command) {
+		for i := c.Key; i < c.Key+c.Keys; i++ {
+			c.Args[i] = "tenant:" + c.Args[i].(string)
+		}
+		inner.Exec(ctx, []*Command{c})
 	})
 	r := newRedlock(t, []Node{prefixed})
 	key := testKey(t)
-	l, err := r.TryLock(context.Background(), key, WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	if v := cs[0].Get(ctx, "tenant:"+key).Val(); v != l.Value()+"!" {
-		t.Errorf("tenant:%s holds %q, want the wrapper's value %q", key, v, l.Value()+"!")
+	for _, opts := range [][]Option{nil, {WithFencing()}} {
+		l, err := r.TryLock(ctx, key, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := cs[0].Get(ctx, "tenant:"+key).Val(); v != l.Value() {
+			t.Errorf("tenant:%s holds %q, want the lock's value %q", key, v, l.Value())
+		}
+		if n := cs[0].Exists(ctx, key).Val(); n != 0 {
+			t.Errorf("the unprefixed key %s was set", key)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := cs[0].Exists(ctx, "tenant:"+key).Val(); n != 0 {
+			t.Errorf("Unlock left tenant:%s", key)
+		}
 	}
-	if pttl := cs[0].PTTL(ctx, "tenant:"+key).Val(); pttl <= time.Minute {
-		t.Errorf("PTTL %v, want the wrapper's doubled TTL", pttl)
-	}
-	if n := cs[0].Exists(ctx, key).Val(); n != 0 {
-		t.Errorf("the unprefixed key %s was set", key)
-	}
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatal(err)
+	if n := cs[0].Exists(ctx, "tenant:"+FenceKey(key)).Val(); n != 1 {
+		t.Errorf("the fenced lock's counter is not under the prefix")
 	}
 
 	before := cs[0].Info(ctx, "stats").Val()
-	q := &Request{Op: Op(99), Key: key}
-	inner.Exec(ctx, []*Request{q})
+	q := &request{Op: reqKind(99), Key: key}
+	execRequests(ctx, inner, q)
 	if q.Err == nil || q.OK || !strings.Contains(q.Err.Error(), "unknown request") {
 		t.Errorf("unknown Op: OK %v, err %v; want an error saying so", q.OK, q.Err)
 	}
@@ -71,15 +80,15 @@ func statLine(info, field string) int {
 
 // wrappedNode is a Node that wraps another as the Node doc tells a wrapper
 // to: it embeds the inner Node and overrides Exec alone, here to count the
-// requests it carries.
+// commands it carries.
 type wrappedNode struct {
 	Node
 	reqs atomic.Int64
 }
 
-func (n *wrappedNode) Exec(ctx context.Context, reqs []*Request) {
-	n.reqs.Add(int64(len(reqs)))
-	n.Node.Exec(ctx, reqs)
+func (n *wrappedNode) Exec(ctx context.Context, cmds []*Command) {
+	n.reqs.Add(int64(len(cmds)))
+	n.Node.Exec(ctx, cmds)
 }
 
 func wrapCounting(nodes []Node) []Node {

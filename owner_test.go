@@ -222,9 +222,9 @@ func TestStaleStepsRefusedNotFailed(t *testing.T) {
 		if kind == "plain key" {
 			other = "B"
 		}
-		for _, op := range []Op{OpAcquire, OpAcquireFenced, OpRaiseFence, OpExtend, OpRelease} {
-			q := &Request{Op: op, Key: key, Value: newValue(), TTL: time.Second, Token: 7, Owner: other}
-			nodes[0].Exec(ctx, []*Request{q})
+		for _, op := range []reqKind{reqAcquire, reqAcquireFenced, reqRaiseFence, reqExtend, reqRelease} {
+			q := &request{Op: op, Key: key, Value: newValue(), TTL: time.Second, Token: 7, Owner: other}
+			execRequests(ctx, nodes[0], q)
 			if q.Err != nil || q.OK {
 				t.Errorf("%s on a %s by the other kind: OK %v, Err %v; want a refusal", op, kind, q.OK, q.Err)
 			}
@@ -320,8 +320,8 @@ func TestOwnedHoldsExpireAndExtend(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	mustRefuse(t, r, key, "owner B while the 2 s hold is live", WithOwner("B"))
 	for i, n := range nodesOf(t, cs) {
-		q := &Request{Op: OpExtend, Key: key, Value: short.Value(), TTL: 10 * time.Second, Owner: "A"}
-		if n.Exec(ctx, []*Request{q}); q.OK || q.Err != nil {
+		q := &request{Op: reqExtend, Key: key, Value: short.Value(), TTL: 10 * time.Second, Owner: "A"}
+		if execRequests(ctx, n, q); q.OK || q.Err != nil {
 			t.Fatalf("master %d extended an expired hold: OK %v, Err %v", i, q.OK, q.Err)
 		}
 	}

@@ -34,7 +34,7 @@ type phase struct {
 
 // call is one master's request in a phase, queued in that master's lane.
 type call struct {
-	Request
+	request
 	p        *phase
 	at       int           // index in p.calls
 	answered bool          // collect counted the reply (collect's alone)
@@ -44,7 +44,7 @@ type call struct {
 // startPhase sends one request per key in reqs to every master, all bounded
 // by deadline, and returns the phase to collect (when collected) or to
 // forget. Close waits for every request of it.
-func (r *Redlock) startPhase(ctx context.Context, deadline time.Time, collected bool, reqs ...Request) *phase {
+func (r *Redlock) startPhase(ctx context.Context, deadline time.Time, collected bool, reqs ...request) *phase {
 	n := len(r.nodes)
 	p := &phase{r: r, n: n}
 	if p.calls = p.oneCall[:]; len(reqs)*n > 1 {
@@ -84,7 +84,7 @@ func (r *Redlock) startPhase(ctx context.Context, deadline time.Time, collected 
 		q.boxArgs()
 		for i := range n {
 			c := &p.calls[k*n+i]
-			c.Request, c.p, c.at = *q, p, k*n+i
+			c.request, c.p, c.at = *q, p, k*n+i
 			c.deadline = deadline
 			if q.Waiter != "" && q.Waiter == r.wake.channel {
 				c.Waiter, c.waiter = r.wake.chans[i], r.wake.boxes[i] // see wakeups.chans
@@ -105,7 +105,7 @@ func (r *Redlock) startPhase(ctx context.Context, deadline time.Time, collected 
 
 // deliver takes c's reply from its lane.
 func (p *phase) deliver(c *call) {
-	checkReply(&c.Request)
+	checkReply(&c.request)
 	if c.Err != nil && c.lock != nil {
 		// Before the reply counts, and before the master's lane sends the
 		// next request: see Lock.capTTL.
@@ -183,7 +183,7 @@ func (p *phase) collect(ctx context.Context) error {
 		}
 		for i := range p.n {
 			if !p.calls[k*p.n+i].answered {
-				t.add(i, &Request{Err: errNoReply}, p.r.nodes[i])
+				t.add(i, &request{Err: errNoReply}, p.r.nodes[i])
 			}
 		}
 	}
@@ -343,7 +343,7 @@ func (p *phase) count(j int) int {
 	if t.decided() {
 		return 0 // decided already: later replies do not change the outcome
 	}
-	t.add(j%p.n, &c.Request, p.r.nodes[j%p.n])
+	t.add(j%p.n, &c.request, p.r.nodes[j%p.n])
 	if t.decided() {
 		return 1
 	}
@@ -370,7 +370,7 @@ type tally struct {
 	errs                       []error
 }
 
-func (t *tally) add(i int, q *Request, node Node) {
+func (t *tally) add(i int, q *request, node Node) {
 	switch {
 	case q.Err != nil:
 		t.failed++
@@ -422,9 +422,9 @@ func (t *tally) late(op, key string, left time.Duration) *QuorumError {
 func (r *Redlock) acquire(ctx context.Context, key string, cfg *config, h *handoff) (*Lock, error) {
 	h.attempting()
 	start := r.clock.Now()
-	op := OpAcquire
+	op := reqAcquire
 	if cfg.fencing {
-		op = OpAcquireFenced
+		op = reqAcquireFenced
 	}
 	l := &Lock{r: r, key: key, value: newValue(), owner: cfg.owner, cfg: *cfg, ttl: cfg.ttl}
 	if h.registered() {
@@ -483,7 +483,7 @@ func (l *Lock) confirmFence(ctx context.Context, token uint64) error {
 	if !ok {
 		return l.late(opFence)
 	}
-	p := l.r.startPhase(ctx, deadline, true, l.request(OpRaiseFence, 0, token))
+	p := l.r.startPhase(ctx, deadline, true, l.request(reqRaiseFence, 0, token))
 	ctxErr := p.collect(ctx)
 	t := &p.tallies[0]
 	if ctxErr != nil || !t.won() {
@@ -545,7 +545,7 @@ func (l *Lock) deadlineLocked(now, by time.Time, nodeTimeout time.Duration) (tim
 // call's registrations off (see [handoff]).
 func (l *Lock) release(ctx context.Context, unlock bool, h *handoff) *phase {
 	deadline, _ := l.nextDeadline(time.Time{})
-	q := l.request(OpRelease, 0, 0)
+	q := l.request(reqRelease, 0, 0)
 	q.Waiter, _ = l.r.wake.name()
 	q.rollback = !unlock
 	// The call's queue work rides on the release (handoff.lua), but for an
@@ -553,7 +553,7 @@ func (l *Lock) release(ctx context.Context, unlock bool, h *handoff) *phase {
 	// just before.
 	reg := &q
 	if l.owner != "" {
-		reg = &Request{Op: OpRelease, Key: l.key, Waiter: q.Waiter, Gate: q.Gate}
+		reg = &request{Op: reqRelease, Key: l.key, Waiter: q.Waiter, Gate: q.Gate}
 	}
 	switch {
 	case q.Waiter == "":

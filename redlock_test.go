@@ -169,9 +169,9 @@ func (c *jumpClock) jump(d time.Duration) { c.offset.Add(int64(d)) }
 
 // jumpOnce returns a faultNode hook that moves c forward by d, once, when
 // the first request of op is sent to any of the masters.
-func jumpOnce(c *jumpClock, op Op, d time.Duration) func(*Request) {
+func jumpOnce(c *jumpClock, op reqKind, d time.Duration) func(*request) {
 	var once sync.Once
-	return func(q *Request) {
+	return func(q *request) {
 		if q.Op == op {
 			once.Do(func() { c.jump(d) })
 		}

@@ -239,7 +239,7 @@ func TestReplicaWaitPerBatch(t *testing.T) {
 	if err := c.Set(ctx, mine, "v", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
-	exec := func(reqs []*Request, soonest, latest time.Duration) time.Duration {
+	exec := func(reqs []*request, soonest, latest time.Duration) time.Duration {
 		t.Helper()
 		now := time.Now()
 		for _, q := range reqs {
@@ -249,14 +249,14 @@ func TestReplicaWaitPerBatch(t *testing.T) {
 		bctx, cancel := context.WithDeadline(ctx, now.Add(latest))
 		defer cancel()
 		before := waits()
-		node.Exec(bctx, reqs)
+		execRequests(bctx, node, reqs...)
 		took := time.Since(now)
 		if n := waits() - before; n != 1 {
 			t.Errorf("a batch of %d requests sent %d WAITs; want 1", len(reqs), n)
 		}
 		return took
 	}
-	check := func(name string, q *Request, ok bool, notReplicated bool) {
+	check := func(name string, q *request, ok bool, notReplicated bool) {
 		t.Helper()
 		if q.OK != ok || errors.Is(q.Err, ErrNotReplicated) != notReplicated || (!notReplicated && q.Err != nil) {
 			t.Errorf("%s: OK %v, Err %v; want OK %v, ErrNotReplicated %v", name, q.OK, q.Err, ok, notReplicated)
@@ -266,12 +266,12 @@ func TestReplicaWaitPerBatch(t *testing.T) {
 	// One replica: the votes asking for 1 count, the one asking for 2 does
 	// not; the WAIT 2 ends at half of the soonest deadline (300 ms), not of
 	// the batch's (5 s).
-	acquire := &Request{Op: OpAcquire, Key: key(), Value: "a", TTL: time.Minute, Replicas: 1}
-	release := &Request{Op: OpRelease, Key: mine, Value: "v"}
-	refused := &Request{Op: OpAcquire, Key: taken, Value: "b", TTL: time.Minute, Replicas: 1}
-	extend := &Request{Op: OpExtend, Key: acquire.Key, Value: "a", TTL: time.Minute, Replicas: 2}
-	fenced := &Request{Op: OpAcquireFenced, Key: key(), Value: "c", TTL: time.Minute, Replicas: 1}
-	took := exec([]*Request{acquire, release, refused, extend, fenced}, 300*time.Millisecond, 5*time.Second)
+	acquire := &request{Op: reqAcquire, Key: key(), Value: "a", TTL: time.Minute, Replicas: 1}
+	release := &request{Op: reqRelease, Key: mine, Value: "v"}
+	refused := &request{Op: reqAcquire, Key: taken, Value: "b", TTL: time.Minute, Replicas: 1}
+	extend := &request{Op: reqExtend, Key: acquire.Key, Value: "a", TTL: time.Minute, Replicas: 2}
+	fenced := &request{Op: reqAcquireFenced, Key: key(), Value: "c", TTL: time.Minute, Replicas: 1}
+	took := exec([]*request{acquire, release, refused, extend, fenced}, 300*time.Millisecond, 5*time.Second)
 	check("acquire, 1 replica", acquire, true, false)
 	check("release", release, true, false)
 	check("refused acquire", refused, false, false)
@@ -285,17 +285,17 @@ func TestReplicaWaitPerBatch(t *testing.T) {
 	}
 
 	// A single vote.
-	single := &Request{Op: OpAcquire, Key: key(), Value: "d", TTL: time.Minute, Replicas: 1}
-	exec([]*Request{single}, time.Second, time.Second)
+	single := &request{Op: reqAcquire, Key: key(), Value: "d", TTL: time.Minute, Replicas: 1}
+	exec([]*request{single}, time.Second, time.Second)
 	check("single acquire", single, true, false)
 
 	// The link cut: no vote counts, the release does.
 	m.link.Blackhole()
 	defer m.link.Heal()
-	a := &Request{Op: OpAcquire, Key: key(), Value: "e", TTL: time.Minute, Replicas: 1}
-	rel := &Request{Op: OpRelease, Key: single.Key, Value: "d"}
-	b := &Request{Op: OpExtend, Key: fenced.Key, Value: "c", TTL: time.Minute, Replicas: 1}
-	exec([]*Request{a, rel, b}, 200*time.Millisecond, 200*time.Millisecond)
+	a := &request{Op: reqAcquire, Key: key(), Value: "e", TTL: time.Minute, Replicas: 1}
+	rel := &request{Op: reqRelease, Key: single.Key, Value: "d"}
+	b := &request{Op: reqExtend, Key: fenced.Key, Value: "c", TTL: time.Minute, Replicas: 1}
+	exec([]*request{a, rel, b}, 200*time.Millisecond, 200*time.Millisecond)
 	check("acquire, link cut", a, false, true)
 	check("release, link cut", rel, true, false)
 	check("extend, link cut", b, false, true)
@@ -319,7 +319,7 @@ func TestReplicaWaitPerBatch(t *testing.T) {
 func TestReplicaConfirmFenceRound2(t *testing.T) {
 	m := startReplicated(t, 1)[0]
 	ctx := context.Background()
-	exec := func(q *Request) {
+	exec := func(q *request) {
 		t.Helper()
 		// A connection of its own, closed after: the next round comes on
 		// another one, as after a dropped connection.
@@ -328,13 +328,13 @@ func TestReplicaConfirmFenceRound2(t *testing.T) {
 		bctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
 		q.deadline, _ = bctx.Deadline()
-		NewNode(c).Exec(bctx, []*Request{q})
+		execRequests(bctx, NewNode(c), q)
 	}
 	for _, owner := range []string{"", "job"} {
 		t.Run("owner="+owner, func(t *testing.T) {
 			key := testKey(t)
 			m.link.Blackhole()
-			round1 := &Request{Op: OpAcquireFenced, Key: key, Value: "v", TTL: time.Minute, Owner: owner}
+			round1 := &request{Op: reqAcquireFenced, Key: key, Value: "v", TTL: time.Minute, Owner: owner}
 			exec(round1)
 			if !round1.OK || round1.Err != nil || round1.Fence == 0 {
 				t.Fatalf("round 1: OK %v, Fence %d, Err %v", round1.OK, round1.Fence, round1.Err)
@@ -343,7 +343,7 @@ func TestReplicaConfirmFenceRound2(t *testing.T) {
 			// the master's replication offset advances (no WAIT here, whose
 			// REPLCONF GETACK would advance it too).
 			before := m.replOffset(t)
-			plain := &Request{Op: OpRaiseFence, Key: key, Value: "v", Token: round1.Fence, Owner: owner}
+			plain := &request{Op: reqRaiseFence, Key: key, Value: "v", Token: round1.Fence, Owner: owner}
 			exec(plain)
 			if !plain.OK || plain.Err != nil {
 				t.Fatalf("round 2 without confirmation: OK %v, Err %v", plain.OK, plain.Err)
@@ -351,14 +351,14 @@ func TestReplicaConfirmFenceRound2(t *testing.T) {
 			if after := m.replOffset(t); after <= before {
 				t.Errorf("round 2 with the counter at the token left master_repl_offset at %d: it wrote nothing, and a WAIT after it would not cover round 1's write", after)
 			}
-			round2 := &Request{Op: OpRaiseFence, Key: key, Value: "v", Token: round1.Fence, Owner: owner, Replicas: 1}
+			round2 := &request{Op: reqRaiseFence, Key: key, Value: "v", Token: round1.Fence, Owner: owner, Replicas: 1}
 			exec(round2)
 			if round2.OK || !errors.Is(round2.Err, ErrNotReplicated) {
 				t.Errorf("round 2 with the replica lacking round 1's write: OK %v, Err %v; want ErrNotReplicated", round2.OK, round2.Err)
 			}
 			m.link.Heal()
 			m.waitSynced(t, "the master")
-			round2 = &Request{Op: OpRaiseFence, Key: key, Value: "v", Token: round1.Fence, Owner: owner, Replicas: 1}
+			round2 = &request{Op: reqRaiseFence, Key: key, Value: "v", Token: round1.Fence, Owner: owner, Replicas: 1}
 			exec(round2)
 			if !round2.OK || round2.Err != nil {
 				t.Errorf("round 2 once the replica caught up: OK %v, Err %v; want OK", round2.OK, round2.Err)

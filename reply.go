@@ -1,10 +1,7 @@
 package redlock
 
 import (
-	"errors"
 	"fmt"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // maxFence is the largest fence token the scripts can handle: Lua numbers
@@ -24,15 +21,15 @@ func badReplyf(format string, args ...any) error {
 	return &badReply{msg: fmt.Sprintf(format, args...)}
 }
 
-// setReply reads the reply of SET ... NX: OK when the key was set, a nil when
+// setOK reads the reply of SET ... NX: OK when the key was set, a nil when
 // it exists. Anything else (an integer, another status) is an error, never a
 // success: a broken or hostile master must not count towards a quorum.
-func setReply(v string, err error) (bool, error) {
+func setOK(v any, err error) (bool, error) {
 	switch {
-	case errors.Is(err, redis.Nil):
-		return false, nil
 	case err != nil:
 		return false, err
+	case v == nil:
+		return false, nil
 	case v != "OK":
 		return false, badReplyf("SET answered %s, want OK or nil", show(v))
 	}
@@ -43,11 +40,11 @@ func setReply(v string, err error) (bool, error) {
 // integers only, so a string, a nil or an array is an error, not a value to
 // convert.
 func scriptInt(v any, err error) (int64, error) {
-	if errors.Is(err, redis.Nil) {
-		return 0, badReplyf("script answered nil, want an integer")
-	}
 	if err != nil {
 		return 0, err
+	}
+	if v == nil {
+		return 0, badReplyf("script answered nil, want an integer")
 	}
 	n, ok := v.(int64)
 	if !ok {

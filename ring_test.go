@@ -123,11 +123,11 @@ func checkReplicaRefusal(t *testing.T, nodes []Node, what string) {
 	// The Node on its own (no Redlock to refuse the option) fails such a
 	// vote unsent, in a batch and alone.
 	for _, n := range []int{1, 2} {
-		reqs := make([]*Request, n)
+		reqs := make([]*request, n)
 		for i := range reqs {
-			reqs[i] = &Request{Op: OpAcquire, Key: testKey(t), Value: "v", TTL: time.Second, Replicas: 1}
+			reqs[i] = &request{Op: reqAcquire, Key: testKey(t), Value: "v", TTL: time.Second, Replicas: 1}
 		}
-		nodes[0].Exec(ctx, reqs)
+		execRequests(ctx, nodes[0], reqs...)
 		for _, q := range reqs {
 			if q.OK || !errors.Is(q.Err, errKeyRoutedWait) {
 				t.Errorf("%s Node's Exec of a vote with Replicas (batch of %d): OK %v, Err %v; want errKeyRoutedWait", what, n, q.OK, q.Err)

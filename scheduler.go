@@ -238,7 +238,7 @@ func (s *scheduler) renew(rd *round) {
 	defer close(rd.done)
 	r := s.r
 	start, now := r.clock.Now(), time.Now()
-	reqs := make([]Request, 0, len(rd.locks))
+	reqs := make([]request, 0, len(rd.locks))
 	sent := make([]*Lock, 0, len(rd.locks))
 	cfgs := make([]config, 0, len(rd.locks))
 	// The round ends at the node timeout, or when the first of its locks'
@@ -256,7 +256,7 @@ func (s *scheduler) renew(rd *round) {
 				l.endLocked(lost(l.key, errExpired))
 				break
 			}
-			reqs = append(reqs, l.request(OpExtend, cfg.ttl, 0))
+			reqs = append(reqs, l.request(reqExtend, cfg.ttl, 0))
 			sent = append(sent, l)
 			cfgs = append(cfgs, cfg)
 			if deadline.IsZero() || end.Before(deadline) {
@@ -394,7 +394,7 @@ func (l *Lock) spreadLocked() {
 		return
 	}
 	l.last = later(l.last, d)
-	q := l.request(OpExtend, cfg.ttl, 0)
+	q := l.request(reqExtend, cfg.ttl, 0)
 	q.Repair = true
 	l.r.startPhase(context.Background(), d, false, q)
 }

@@ -460,7 +460,7 @@ type simClientPlan struct {
 	// Loops: the client's workers often Lock the key again at once after
 	// an Unlock, plain and with the same TTL (a loop on a contended key):
 	// an Unlock that handed the key on left the call queued behind the
-	// next holder (Request.Behind), and the next Lock takes that
+	// next holder (request.Behind), and the next Lock takes that
 	// registration over (wakeups.adopt). Such a client has one more
 	// worker, so that plain Lock calls contend and hand the key over.
 	Loops bool

@@ -206,12 +206,12 @@ func TestSimMasterAgreesWithRedis(t *testing.T) {
 		}
 		return rf, sf
 	}
-	step := func(q Request) uint64 {
+	step := func(q request) uint64 {
 		t.Helper()
 		rPrev, sPrev := fences(q.Key)
 		a.begin()
 		r, s := q, q
-		rn.Exec(ctx, []*Request{&r})
+		execRequests(ctx, rn, &r)
 		sim.do(&s)
 		what := fmt.Sprintf("%v %s=%s owner %q ttl %v token %d", q.Op, q.Key, q.Value, q.Owner, q.TTL, q.Token)
 		if r.OK != s.OK || (r.Err == nil) != (s.Err == nil) || r.Woke != s.Woke ||
@@ -233,11 +233,11 @@ func TestSimMasterAgreesWithRedis(t *testing.T) {
 	}
 	var tokens []uint64
 	for range 1500 {
-		q := Request{Op: Op(1 + rng.IntN(5)), Key: keys[rng.IntN(len(keys))], Value: values[rng.IntN(len(values))], Owner: owners[rng.IntN(len(owners))]}
+		q := request{Op: reqKind(1 + rng.IntN(5)), Key: keys[rng.IntN(len(keys))], Value: values[rng.IntN(len(values))], Owner: owners[rng.IntN(len(owners))]}
 		switch q.Op {
-		case OpAcquire, OpAcquireFenced, OpExtend:
+		case reqAcquire, reqAcquireFenced, reqExtend:
 			q.TTL = time.Duration(5+rng.IntN(5)) * time.Second
-		case OpRaiseFence:
+		case reqRaiseFence:
 			if len(tokens) > 0 {
 				q.Token = tokens[rng.IntN(len(tokens))] + uint64(rng.IntN(3))
 			}
@@ -249,35 +249,35 @@ func TestSimMasterAgreesWithRedis(t *testing.T) {
 	// Expiry and a PEXPIRE that shortens a key, by the master's clock.
 	for _, o := range owners[1:] {
 		for _, v := range values {
-			step(Request{Op: OpRelease, Key: keys[0], Value: v, Owner: o})
+			step(request{Op: reqRelease, Key: keys[0], Value: v, Owner: o})
 		}
 	}
-	step(Request{Op: OpRelease, Key: keys[0], Value: "a"})
-	step(Request{Op: OpRelease, Key: keys[0], Value: "b"})
-	step(Request{Op: OpRelease, Key: keys[0], Value: "c"})
-	step(Request{Op: OpAcquire, Key: keys[0], Value: "x", TTL: 5 * time.Second})
-	step(Request{Op: OpExtend, Key: keys[0], Value: "x", TTL: 30 * time.Millisecond})
+	step(request{Op: reqRelease, Key: keys[0], Value: "a"})
+	step(request{Op: reqRelease, Key: keys[0], Value: "b"})
+	step(request{Op: reqRelease, Key: keys[0], Value: "c"})
+	step(request{Op: reqAcquire, Key: keys[0], Value: "x", TTL: 5 * time.Second})
+	step(request{Op: reqExtend, Key: keys[0], Value: "x", TTL: 30 * time.Millisecond})
 	time.Sleep(80 * time.Millisecond)
-	step(Request{Op: OpExtend, Key: keys[0], Value: "x", TTL: 5 * time.Second}) // gone: not re-created
-	step(Request{Op: OpAcquireFenced, Key: keys[0], Value: "y", TTL: 30 * time.Millisecond})
+	step(request{Op: reqExtend, Key: keys[0], Value: "x", TTL: 5 * time.Second}) // gone: not re-created
+	step(request{Op: reqAcquireFenced, Key: keys[0], Value: "y", TTL: 30 * time.Millisecond})
 	time.Sleep(80 * time.Millisecond)
-	step(Request{Op: OpRaiseFence, Key: keys[0], Value: "y", Token: 1})
-	step(Request{Op: OpRelease, Key: keys[0], Value: "z"})
+	step(request{Op: reqRaiseFence, Key: keys[0], Value: "y", Token: 1})
+	step(request{Op: reqRelease, Key: keys[0], Value: "z"})
 	// Owned holds expire one by one; the key goes with the last.
-	step(Request{Op: OpAcquireFenced, Key: keys[0], Value: "x", TTL: 30 * time.Millisecond, Owner: "o1"})
-	step(Request{Op: OpAcquire, Key: keys[0], Value: "y", TTL: 5 * time.Second, Owner: "o1"})
-	step(Request{Op: OpAcquire, Key: keys[0], Value: "w", TTL: 5 * time.Second, Owner: "o2"}) // refused
-	step(Request{Op: OpExtend, Key: keys[0], Value: "y", TTL: 60 * time.Millisecond, Owner: "o1"})
+	step(request{Op: reqAcquireFenced, Key: keys[0], Value: "x", TTL: 30 * time.Millisecond, Owner: "o1"})
+	step(request{Op: reqAcquire, Key: keys[0], Value: "y", TTL: 5 * time.Second, Owner: "o1"})
+	step(request{Op: reqAcquire, Key: keys[0], Value: "w", TTL: 5 * time.Second, Owner: "o2"}) // refused
+	step(request{Op: reqExtend, Key: keys[0], Value: "y", TTL: 60 * time.Millisecond, Owner: "o1"})
 	time.Sleep(40 * time.Millisecond)
-	step(Request{Op: OpExtend, Key: keys[0], Value: "x", TTL: 5 * time.Second, Owner: "o1"}) // expired
-	step(Request{Op: OpRaiseFence, Key: keys[0], Value: "x", Token: 1, Owner: "o1"})         // expired
-	step(Request{Op: OpAcquire, Key: keys[0], Value: "z", TTL: 5 * time.Second})             // plain: refused
+	step(request{Op: reqExtend, Key: keys[0], Value: "x", TTL: 5 * time.Second, Owner: "o1"}) // expired
+	step(request{Op: reqRaiseFence, Key: keys[0], Value: "x", Token: 1, Owner: "o1"})         // expired
+	step(request{Op: reqAcquire, Key: keys[0], Value: "z", TTL: 5 * time.Second})             // plain: refused
 	time.Sleep(60 * time.Millisecond)
-	step(Request{Op: OpAcquire, Key: keys[0], Value: "w", TTL: 5 * time.Second, Owner: "o2"}) // all expired: free
-	step(Request{Op: OpAcquire, Key: keys[0], Value: "v", TTL: 5 * time.Second, Owner: "o2"})
-	step(Request{Op: OpRelease, Key: keys[0], Value: "w", Owner: "o2"})
-	step(Request{Op: OpRelease, Key: keys[0], Value: "v", Owner: "o2"}) // the last: the key goes
-	step(Request{Op: OpAcquire, Key: keys[0], Value: "z", TTL: 5 * time.Second})
+	step(request{Op: reqAcquire, Key: keys[0], Value: "w", TTL: 5 * time.Second, Owner: "o2"}) // all expired: free
+	step(request{Op: reqAcquire, Key: keys[0], Value: "v", TTL: 5 * time.Second, Owner: "o2"})
+	step(request{Op: reqRelease, Key: keys[0], Value: "w", Owner: "o2"})
+	step(request{Op: reqRelease, Key: keys[0], Value: "v", Owner: "o2"}) // the last: the key goes
+	step(request{Op: reqAcquire, Key: keys[0], Value: "z", TTL: 5 * time.Second})
 	// A fence counter changed by hand: both refuse it alike.
 	for _, owner := range []string{"", "o1"} {
 		k := testKey(t)
@@ -287,7 +287,7 @@ func TestSimMasterAgreesWithRedis(t *testing.T) {
 		sim.mu.Lock()
 		sim.keys[FenceKey(k)] = &simKey{kind: kindString, str: "x"}
 		sim.mu.Unlock()
-		step(Request{Op: OpAcquireFenced, Key: k, Value: "a", TTL: time.Second, Owner: owner})
+		step(request{Op: reqAcquireFenced, Key: k, Value: "a", TTL: time.Second, Owner: owner})
 	}
 	a.noProblems()
 }
@@ -386,7 +386,7 @@ func TestSimMasterQueuesAgreeWithRedis(t *testing.T) {
 			continue
 		}
 		key := pick(keys)
-		q := Request{Op: OpRelease, Key: key, Waiter: pick(chans)}
+		q := request{Op: reqRelease, Key: key, Waiter: pick(chans)}
 		if q.Waiter == "" && rng.IntN(2) == 0 {
 			q.Waiter = chans[0]
 		}
@@ -394,10 +394,10 @@ func TestSimMasterQueuesAgreeWithRedis(t *testing.T) {
 		switch x := rng.IntN(100); {
 		case x < 15:
 			kind = "acquire"
-			q = Request{Op: OpAcquire, Key: key, Value: pick([]string{"v1", "v2"}), TTL: time.Duration(5+rng.IntN(5)) * time.Second}
+			q = request{Op: reqAcquire, Key: key, Value: pick([]string{"v1", "v2"}), TTL: time.Duration(5+rng.IntN(5)) * time.Second}
 		case x < 20:
 			kind = "owned acquire"
-			q = Request{Op: OpAcquire, Key: key, Value: pick([]string{"v1", "v2"}), Owner: pick(owners), TTL: time.Duration(5+rng.IntN(5)) * time.Second}
+			q = request{Op: reqAcquire, Key: key, Value: pick([]string{"v1", "v2"}), Owner: pick(owners), TTL: time.Duration(5+rng.IntN(5)) * time.Second}
 		case x < 30:
 			kind = "owned release"
 			q.Value, q.Owner = pick([]string{"v1", "v2"}), pick(owners)
@@ -436,7 +436,7 @@ func TestSimMasterQueuesAgreeWithRedis(t *testing.T) {
 		what := fmt.Sprintf("step %d %s %+v", i, kind, q)
 		a.begin()
 		r, s := q, q
-		rn.Exec(ctx, []*Request{&r})
+		execRequests(ctx, rn, &r)
 		published = published[:0]
 		sim.do(&s)
 		if r.OK != s.OK || r.Woke != s.Woke || (r.Err == nil) != (s.Err == nil) {

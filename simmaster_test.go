@@ -241,15 +241,15 @@ func (m *simMaster) jump(d time.Duration) {
 	m.offset += d
 }
 
-// applyLocked runs q on the master (m.mu held, master up) and keeps what
-// the checker needs: which connection's acquire set a key or entered a
-// hold.
-func (m *simMaster) applyLocked(q *Request, c *simConn) {
-	m.onScriptGoroutine(func() { m.execLocked(q) })
-	if k := m.keys[q.Key]; q.OK && q.Op == OpExtend && q.Repair && k != nil && k.kind == kindString && k.setBy == nil {
+// applyLocked runs args, the command of q, on the master (m.mu held,
+// master up), returns its reply, and keeps what the checker needs: which
+// connection's acquire set a key or entered a hold.
+func (m *simMaster) applyLocked(q *request, args []any, c *simConn) (reply any, err error) {
+	m.onScriptGoroutine(func() { reply, err = m.execLocked(q, args) })
+	if k := m.keys[q.Key]; q.OK && q.Op == reqExtend && q.Repair && k != nil && k.kind == kindString && k.setBy == nil {
 		k.setBy = c // set by extend.lua's renew: released as an acquired key is
 	}
-	if q.OK && (q.Op == OpAcquire || q.Op == OpAcquireFenced) {
+	if q.OK && (q.Op == reqAcquire || q.Op == reqAcquireFenced) {
 		k := m.keys[q.Key]
 		switch {
 		case k == nil:
@@ -262,13 +262,14 @@ func (m *simMaster) applyLocked(q *Request, c *simConn) {
 			k.holdBy[q.Value] = c
 		}
 	}
+	return reply, err
 }
 
 // execLocked is simredis_test.go's; do runs q as a client of the master.
-func (m *simMaster) do(q *Request) {
+func (m *simMaster) do(q *request) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.execLocked(q)
+	m.execLocked(q, nil)
 }
 
 // holding returns the live lock keys and their entries at the end of a

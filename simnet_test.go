@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -188,9 +189,12 @@ func (c *simConn) isTroubled() bool {
 // flight is one request on its way; its reply fields are written before
 // done is closed.
 type flight struct {
-	req                Request // the request as the master runs it
+	req                request // the request the command carries, for the checker and the trace
+	args               []any   // the command as sent (the core reuses its own)
+	reply              any     // the master's reply, or
+	rerr               error   // its error reply, or the failure the client sees
 	woke               bool
-	op                 Op
+	op                 reqKind
 	key, value, owner  string
 	ttl                time.Duration
 	token              uint64
@@ -232,30 +236,35 @@ func newSimWire(c *simConn) *simWire {
 	return &simWire{c: c, kick: make(chan struct{}, 1)}
 }
 
-func (c *simConn) Exec(ctx context.Context, reqs []*Request) {
+func (c *simConn) Exec(ctx context.Context, cmds []*Command) {
 	if err := ctx.Err(); err != nil && !c.ignoresCtx {
-		for _, q := range reqs {
-			q.OK, q.Fence, q.Err = false, 0, err
+		for _, cmd := range cmds {
+			cmd.Reply, cmd.Err = nil, err
 		}
 		c.trouble()
 		return
 	}
 	began := time.Now()
-	c.sent.Add(int64(len(reqs)))
+	c.sent.Add(int64(len(cmds)))
 	p := c.net.params
 	if c.clean {
 		p = simNetParams{Base: p.Base, Spread: p.Spread}
 	}
-	fs := make([]*flight, len(reqs))
+	fs := make([]*flight, len(cmds))
 	var dups []*flight
 	c.mu.Lock()
 	w := c.w
-	for i, q := range reqs {
+	for i, cmd := range cmds {
+		q := cmd.req
+		if q == nil {
+			q = &request{} // a WAIT: the simulation has no replicas
+		}
 		f := &flight{
-			req: Request{Op: q.Op, Key: q.Key, Value: q.Value, TTL: q.TTL, Token: q.Token, Owner: q.Owner,
+			req: request{Op: q.Op, Key: q.Key, Value: q.Value, TTL: q.TTL, Token: q.Token, Owner: q.Owner,
 				Waiter: q.Waiter, Place: q.Place, Hand: q.Hand, Reg: q.Reg, Behind: q.Behind, Queued: q.Queued, Repair: q.Repair,
 				Gate: q.Gate},
-			op: q.Op, key: q.Key, value: q.Value, owner: q.Owner, ttl: q.TTL, token: q.Token,
+			args: slices.Clone(cmd.Args),
+			op:   q.Op, key: q.Key, value: q.Value, owner: q.Owner, ttl: q.TTL, token: q.Token,
 			done: make(chan struct{}), fromClient: c.client, master: c.m.id,
 		}
 		f.arrive = began.Add(p.delay(c.rng))
@@ -268,7 +277,7 @@ func (c *simConn) Exec(ctx context.Context, reqs []*Request) {
 		f.lose = p.LoseP > 0 && c.rng.Float64() < p.LoseP
 		w.queue = append(w.queue, f)
 		fs[i] = f
-		if p.DupP > 0 && c.reconnects && q.Op == OpRelease && c.rng.Float64() < p.DupP {
+		if p.DupP > 0 && c.reconnects && q.Op == reqRelease && c.rng.Float64() < p.DupP {
 			dup := *f
 			dup.done = make(chan struct{})
 			dup.arrive = began.Add(p.delay(c.rng) + time.Duration(c.rng.Int64N(int64(50*time.Millisecond))))
@@ -311,8 +320,7 @@ func (c *simConn) Exec(ctx context.Context, reqs []*Request) {
 		var err error
 		select {
 		case <-f.done:
-			q := reqs[i]
-			q.OK, q.Fence, q.Woke, q.Err = f.ok, f.fence, f.woke, f.err
+			cmds[i].Reply, cmds[i].Err = f.reply, f.rerr
 			if f.err != nil {
 				c.trouble()
 			}
@@ -322,8 +330,8 @@ func (c *simConn) Exec(ctx context.Context, reqs []*Request) {
 		case <-timeout:
 			err = errSimReadTimeout
 		}
-		for _, q := range reqs[i:] {
-			q.OK, q.Fence, q.Err = false, 0, err
+		for _, cmd := range cmds[i:] {
+			cmd.Reply, cmd.Err = nil, err
 		}
 		c.mu.Lock()
 		c.troubled = true
@@ -419,11 +427,11 @@ func (w *simWire) land(f *flight) {
 	inc := m.incarnation
 	if m.state == masterDown {
 		m.mu.Unlock()
-		f.err = errSimRefused
+		f.err, f.rerr = errSimRefused, errSimRefused
 		n.trace.event(f, "refused: master down")
 	} else {
 		q := f.req
-		m.applyLocked(&q, c)
+		f.reply, f.rerr = m.applyLocked(&q, f.args, c)
 		f.ok, f.fence, f.woke, f.err = q.OK, q.Fence, q.Woke, q.Err
 		at := m.clockLocked()
 		m.mu.Unlock()
@@ -486,6 +494,7 @@ func (w *simWire) reply(rp simReply) {
 	m.mu.Lock()
 	if m.incarnation != rp.inc && f.err == nil {
 		f.ok, f.fence, f.woke, f.err = false, 0, false, errSimReset
+		f.reply, f.rerr = nil, errSimReset
 	}
 	m.mu.Unlock()
 	n.trace.replied(f)

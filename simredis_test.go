@@ -1,7 +1,6 @@
 package redlock
 
 import (
-	"context"
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
@@ -1162,6 +1161,18 @@ func respGo(r respValue) any {
 	return nil
 }
 
+// respReply is r as a Node hands the core a reply: a nil reply as nil, an
+// error reply as Err.
+func respReply(r respValue) (any, error) {
+	switch r.kind {
+	case respErr:
+		return nil, simRedisError(r.s)
+	case respNil:
+		return nil, nil
+	}
+	return respGo(r), nil
+}
+
 // setCmdReply hands r to cmd as go-redis would have read it.
 func setCmdReply(cmd redis.Cmder, r respValue) error {
 	if r.kind == respErr {
@@ -1190,26 +1201,19 @@ func setCmdReply(cmd redis.Cmder, r respValue) error {
 	return nil
 }
 
-// run runs cmd on the keyspace and sets its reply.
-func (x *simExec) run(cmd redis.Cmder) {
-	var r respValue
-	if args, err := cmdArgs(cmd.Args()); err != nil {
-		r = x.shimFail("%v", err)
-	} else {
-		r = x.dispatch(args)
-	}
-	if err := setCmdReply(cmd, r); err != nil && x.shimErr == nil {
-		x.shimErr = err
-	}
-}
 
 // execLocked runs q on the master as the production Node would have it
-// run (m.mu held, master up): the command node.go builds, run on the
-// keyspace (a script in Lua), its reply read by node.go's readReply.
-func (m *simMaster) execLocked(q *Request) {
-	cmd := command(context.Background(), q)
-	if cmd == nil {
-		return // an unknown Op: command failed q
+// run (m.mu held, master up): args, the command the core built for q (nil:
+// built here, as the core builds it), run on the keyspace (a script in
+// Lua), its reply read as the core reads it (decode). It returns the reply
+// the client gets.
+func (m *simMaster) execLocked(q *request, args []any) (reply any, rerr error) {
+	var cmd Command
+	if args == nil {
+		if !encode(q, &cmd) {
+			return nil, q.Err // an unknown Op: encode failed q
+		}
+		args = cmd.Args
 	}
 	x := simExec{m: m, now: m.clockLocked()}
 	// A gated vote is one script, the gate's check in front.
@@ -1217,8 +1221,14 @@ func (m *simMaster) execLocked(q *Request) {
 	if gated(q) {
 		cache = x.lookup(derivedKey(q.Key, "epoch")) // the cache gates before issue 31 kept; none now
 	}
-	x.run(cmd)
-	readReply(q, cmd)
+	var r respValue
+	if words, err := cmdArgs(args); err != nil {
+		r = x.shimFail("%v", err)
+	} else {
+		r = x.dispatch(words)
+	}
+	cmd.Reply, cmd.Err = respReply(r)
+	decode(q, &cmd)
 	if gated(q) {
 		m.noteGateLocked(q, x.now, cache)
 	}
@@ -1227,11 +1237,12 @@ func (m *simMaster) execLocked(q *Request) {
 			m.shimErrs = append(m.shimErrs, fmt.Errorf("%v: %w", q.Op, x.shimErr))
 		}
 		q.OK, q.Fence, q.Woke, q.Err = false, 0, false, x.shimErr
+		cmd.Reply, cmd.Err = nil, x.shimErr
 	}
 	if x.luaErr != nil && len(m.luaErrs) < maxSimErrs {
 		m.luaErrs = append(m.luaErrs, fmt.Errorf("%v: %w", q.Op, x.luaErr))
 	}
-	if q.Op == OpRelease {
+	if q.Op == reqRelease {
 		st := &m.stats
 		if q.Hand != "" && q.Reg != 0 && q.Place != 0 {
 			st.registrations++
@@ -1246,6 +1257,7 @@ func (m *simMaster) execLocked(q *Request) {
 			st.ghosts++
 		}
 	}
+	return cmd.Reply, cmd.Err
 }
 
 // simGateEarly counts the gated votes that a master's restart gate let
@@ -1288,7 +1300,7 @@ func (g simGateEarly) String() string {
 // gated vote's reply) let it run before the master had been up q.Gate
 // at now (its clock, ns); cache was the gate's cache (nil: none) when the
 // gate ran.
-func (m *simMaster) noteGateLocked(q *Request, now int64, cache *simKey) {
+func (m *simMaster) noteGateLocked(q *request, now int64, cache *simKey) {
 	up := time.Duration(now - m.startedAt)
 	// The gate counts in whole ms: a vote less than a ms early is its
 	// arithmetic's, not a hole. A vote with an error did not get past the

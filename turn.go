@@ -78,7 +78,7 @@ func (r *Redlock) openTurn(t *turn, ctx context.Context, key string, cfg *config
 		}
 		deadline := time.Now().Add(cfg.nodeTimeout)
 		t.h = r.wake.newHandoff(key, t.ticket, cfg)
-		r.startPhase(context.WithoutCancel(ctx), deadline, false, Request{Op: OpRelease, Key: key,
+		r.startPhase(context.WithoutCancel(ctx), deadline, false, request{Op: reqRelease, Key: key,
 			Waiter: channel, Hand: t.h.value, TTL: t.h.ttl, Place: t.ticket, Queued: t.ticket, Reg: t.h.register(deadline)})
 		t.w, _ = r.waiters.join(key, released)
 		t.pause = r.jitter(cfg.maxBackoff)

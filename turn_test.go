@@ -200,11 +200,11 @@ func TestRollbackNudges(t *testing.T) {
 	for _, owned := range []bool{false, true} {
 		for _, rollback := range []bool{false, true} {
 			key := testKey(t)
-			q := &Request{Op: OpAcquire, Key: key, Value: "v", TTL: time.Minute}
+			q := &request{Op: reqAcquire, Key: key, Value: "v", TTL: time.Minute}
 			if owned {
 				q.Owner = "o"
 			}
-			NewNode(c).Exec(ctx, []*Request{q})
+			execRequests(ctx, NewNode(c), q)
 			if !q.OK {
 				t.Fatalf("acquire: %v", q.Err)
 			}
@@ -216,11 +216,11 @@ func TestRollbackNudges(t *testing.T) {
 			if err := c.ZAdd(ctx, WaitKey(key), redis.Z{Score: 1, Member: ch + "|hand|0|7"}).Err(); err != nil {
 				t.Fatal(err)
 			}
-			q = &Request{Op: OpRelease, Key: key, Value: "v", Waiter: "other", rollback: rollback}
+			q = &request{Op: reqRelease, Key: key, Value: "v", Waiter: "other", rollback: rollback}
 			if owned {
 				q.Owner = "o"
 			}
-			NewNode(c).Exec(ctx, []*Request{q})
+			execRequests(ctx, NewNode(c), q)
 			if !q.OK || !q.Woke {
 				t.Fatalf("release (owned %v, rollback %v): OK %v, Woke %v, Err %v", owned, rollback, q.OK, q.Woke, q.Err)
 			}

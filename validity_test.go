@@ -22,8 +22,8 @@ type sendTime struct {
 	at   time.Time
 }
 
-func (s *sendTime) hook(c *jumpClock, op Op, d time.Duration) func(*Request) {
-	return func(q *Request) {
+func (s *sendTime) hook(c *jumpClock, op reqKind, d time.Duration) func(*request) {
+	return func(q *request) {
 		if q.Op == op {
 			s.once.Do(func() {
 				s.at = c.Now()
@@ -35,7 +35,7 @@ func (s *sendTime) hook(c *jumpClock, op Op, d time.Duration) func(*Request) {
 
 // jumpRedlock returns a Redlock over three masters whose validity clock is
 // c, and whose masters run hook as each request is sent.
-func jumpRedlock(t *testing.T, c *jumpClock, hook func(*Request), opts ...Option) *Redlock {
+func jumpRedlock(t *testing.T, c *jumpClock, hook func(*request), opts ...Option) *Redlock {
 	t.Helper()
 	nodes := nodesOf(t, clients(t, masters.Addrs()[:3]))
 	for _, f := range wrapAll(nodes) {
@@ -68,7 +68,7 @@ func TestAcquireUntilFromItsStart(t *testing.T) {
 	const ttl = 10 * time.Second
 	c := &jumpClock{}
 	var sent sendTime
-	r := jumpRedlock(t, c, sent.hook(c, OpAcquire, 2*time.Second), WithTTL(ttl))
+	r := jumpRedlock(t, c, sent.hook(c, reqAcquire, 2*time.Second), WithTTL(ttl))
 	before := c.Now()
 	l, err := r.TryLock(context.Background(), testKey(t))
 	if err != nil {
@@ -87,7 +87,7 @@ func TestAcquireUntilFromItsStart(t *testing.T) {
 func TestAcquireMinimumValidity(t *testing.T) {
 	c := &jumpClock{}
 	var sent sendTime
-	r := jumpRedlock(t, c, sent.hook(c, OpAcquire, 9500*time.Millisecond), WithTTL(10*time.Second))
+	r := jumpRedlock(t, c, sent.hook(c, reqAcquire, 9500*time.Millisecond), WithTTL(10*time.Second))
 	cs := clients(t, masters.Addrs()[:3])
 	key := testKey(t)
 	_, err := r.TryLock(context.Background(), key)
@@ -107,7 +107,7 @@ func TestExtendUntilFromItsStart(t *testing.T) {
 	const ttl = 10 * time.Second
 	c := &jumpClock{}
 	var sent sendTime
-	r := jumpRedlock(t, c, sent.hook(c, OpExtend, 3*time.Second), WithTTL(ttl))
+	r := jumpRedlock(t, c, sent.hook(c, reqExtend, 3*time.Second), WithTTL(ttl))
 	ctx := context.Background()
 	l := held(t, r)
 	before := c.Now()
@@ -127,7 +127,7 @@ func TestExtendMinimumValidity(t *testing.T) {
 	c := &jumpClock{}
 	var sent sendTime
 	// 5.5 s of a 10 s TTL pass during the extend: 4.4 s left, under 5 s.
-	r := jumpRedlock(t, c, sent.hook(c, OpExtend, 5500*time.Millisecond), WithTTL(ttl), WithMinValidity(5*time.Second))
+	r := jumpRedlock(t, c, sent.hook(c, reqExtend, 5500*time.Millisecond), WithTTL(ttl), WithMinValidity(5*time.Second))
 	l := held(t, r)
 	until := l.Until()
 	err := l.Extend(context.Background(), ttl)
@@ -146,7 +146,7 @@ func TestRenewalUntilFromItsStart(t *testing.T) {
 	const ttl = 900 * time.Millisecond
 	c := &jumpClock{}
 	var sent sendTime
-	r := jumpRedlock(t, c, sent.hook(c, OpExtend, 200*time.Millisecond), WithTTL(ttl))
+	r := jumpRedlock(t, c, sent.hook(c, reqExtend, 200*time.Millisecond), WithTTL(ttl))
 	l := held(t, r, WithAutoExtend())
 	first := l.Until()
 	deadline := time.Now().Add(2 * time.Second)
@@ -173,7 +173,7 @@ func TestRenewalMinimumValidity(t *testing.T) {
 	// it is in flight: 1.17 s of validity left, under the 1.5 s minimum,
 	// and a retry after 100 ms could not end within the 100 ms node timeout
 	// before Until.
-	r := jumpRedlock(t, c, sent.hook(c, OpExtend, 1800*time.Millisecond),
+	r := jumpRedlock(t, c, sent.hook(c, reqExtend, 1800*time.Millisecond),
 		WithTTL(ttl), WithMinValidity(1500*time.Millisecond), WithNodeTimeout(100*time.Millisecond))
 	l := held(t, r, WithAutoExtend())
 	select {
@@ -218,7 +218,7 @@ func TestRefusedMajorityFailsAtOnce(t *testing.T) {
 // validity ended fails with ErrNotHeld and leaves Until alone.
 func TestExtendAfterUntil(t *testing.T) {
 	c := &jumpClock{}
-	r := jumpRedlock(t, c, jumpOnce(c, OpExtend, 2*time.Second))
+	r := jumpRedlock(t, c, jumpOnce(c, reqExtend, 2*time.Second))
 	l := held(t, r, WithTTL(time.Second))
 	until := l.Until()
 	if err := l.Extend(context.Background(), 10*time.Second); !errors.Is(err, ErrNotHeld) {

@@ -24,8 +24,8 @@ import (
 func releaseOn(t testing.TB, admin []*redis.Client, key, value string) {
 	t.Helper()
 	for _, c := range admin {
-		q := &Request{Op: OpRelease, Key: key, Value: value}
-		NewNode(c).Exec(context.Background(), []*Request{q})
+		q := &request{Op: reqRelease, Key: key, Value: value}
+		execRequests(context.Background(), NewNode(c), q)
 		if !q.OK || !q.Woke {
 			t.Fatalf("release on %s: OK %v, Woke %v, Err %v; want it to free the key and hand it on", c.Options().Addr, q.OK, q.Woke, q.Err)
 		}

@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/redis/go-redis/v9"
 )
 
 // wakeups brings this Redlock's goroutines waiting for a key held by
@@ -50,165 +48,6 @@ type wakeups struct {
 	handsMu sync.Mutex          // guards hands, marks, and the handoffs' stale and expiry timers
 	hands   map[string]*handoff // the calls hand-offs go to (waiting, or holding by hand-off), by hand-off value
 	marks   map[string]mark     // keys this Redlock's Unlock handed on, for its next Lock of them (see mark)
-}
-
-// pubsub is the part of a *redis.PubSub that listen reads: an interface so
-// that the subscriptions of a Ring's shards (shardSubs) and the
-// simulation's (sim_test.go) are read the same way.
-type pubsub interface {
-	Receive(ctx context.Context) (any, error)
-	ChannelWithSubscriptions(opts ...redis.ChannelOption) <-chan any
-	Close() error
-}
-
-var _ pubsub = (*redis.PubSub)(nil)
-
-// listen makes ps, a go-redis-style subscription, a [Subscription] that
-// hands deliver what it receives, as [Node.Subscribe] asks: it waits for
-// the first confirmation (or ctx's end, or a failure), then one goroutine
-// reads the messages and later confirmations until Close. On a failure it
-// returns ps with the error unless the master refused (then ps is closed):
-// go-redis keeps reconnecting and subscribing again until Close.
-func listen(ctx context.Context, ps pubsub, deliver func(Message)) (Subscription, error) {
-	_, err := ps.Receive(ctx)
-	if err != nil && refused(err) {
-		_ = ps.Close()
-		return nil, err
-	}
-	l := &listener{ps: ps}
-	msgs := ps.ChannelWithSubscriptions()
-	l.reader.Go(func() {
-		for m := range msgs {
-			switch m := m.(type) {
-			case *redis.Message:
-				deliver(Message{Payload: m.Payload})
-			case *redis.Subscription:
-				deliver(Message{Resubscribed: true})
-			}
-		}
-	})
-	return l, err
-}
-
-// listener is listen's Subscription.
-type listener struct {
-	ps     pubsub
-	reader sync.WaitGroup
-}
-
-func (l *listener) Close() error {
-	err := l.ps.Close()
-	l.reader.Wait()
-	return err
-}
-
-// Subscribe subscribes channel on the master; on a Ring, on each of its
-// shards (see shardSubs). A Redis Cluster delivers no wake-ups: a script's
-// PUBLISH counts only the receivers on the node that runs it, while the
-// cluster bus delivers the message on every node. A release whose key is on
-// another shard than this Redlock's subscription would see nobody listening
-// and give back the key it handed (handon.lua), and the call would count
-// the hand-off all the same, holding the lock on masters where nobody does
-// (TestRedisClusterHandOff). Without a subscription on a cluster, its
-// waiting calls wait their backoff. Sharded pub/sub (SPUBLISH to a channel
-// in the key's slot) would count and deliver on the same shard.
-func (n *redisNode) Subscribe(ctx context.Context, channel string, deliver func(Message)) (Subscription, error) {
-	switch ring, _ := n.c.(*redis.Ring); n.kind {
-	case kindCluster:
-		return nil, fmt.Errorf("a Redis Cluster's PUBLISH from a script counts only the receivers on the node that runs it: no wake-ups: %w", errors.ErrUnsupported)
-	case kindRing:
-		return listen(ctx, subscribeShards(ctx, ring.GetShardClients(), channel), deliver)
-	}
-	return listen(ctx, n.c.Subscribe(ctx, channel), deliver)
-}
-
-// shardSubs is one subscription per shard of a Ring, read as one. A Ring
-// is shards that know nothing of each other: a release's PUBLISH runs on
-// the shard of the key it frees, and counts and reaches only the listeners
-// there, while go-redis's Ring.Subscribe listens on the one shard its hash
-// of the channel's name picks. Listening on every shard, this Redlock hears
-// each shard's hand-offs, and each shard counts it as a listener.
-//
-// The shards are those the Ring thinks up when the Redlock first waits: a
-// shard then down, or added later (Ring.SetAddrs), gives no hand-offs, and
-// calls waiting for its keys take them by their backoff, as on a master
-// whose subscription broke. A shard that restarts is subscribed again, as
-// any master is.
-type shardSubs struct {
-	subs []*redis.PubSub
-	once sync.Once
-	all  chan any // every shard's messages; closed once all their channels closed
-}
-
-var _ pubsub = (*shardSubs)(nil)
-
-func subscribeShards(ctx context.Context, shards []*redis.Client, channel string) *shardSubs {
-	s := &shardSubs{subs: make([]*redis.PubSub, len(shards))}
-	var wg sync.WaitGroup
-	for i, c := range shards {
-		wg.Go(func() { s.subs[i] = c.Subscribe(ctx, channel) })
-	}
-	wg.Wait()
-	return s
-}
-
-var errNoShards = errors.New("redis: the Ring has no shard up to subscribe on")
-
-// Receive waits for every shard's confirmation: nil once each confirmed,
-// else a refusal (see refused) when a shard refused, else another shard's
-// error (go-redis keeps subscribing again on those).
-func (s *shardSubs) Receive(ctx context.Context) (any, error) {
-	if len(s.subs) == 0 {
-		return nil, errNoShards
-	}
-	msgs, errs := make([]any, len(s.subs)), make([]error, len(s.subs))
-	var wg sync.WaitGroup
-	for i, ps := range s.subs {
-		wg.Go(func() { msgs[i], errs[i] = ps.Receive(ctx) })
-	}
-	wg.Wait()
-	var first error
-	for _, err := range errs {
-		if err != nil && refused(err) {
-			return nil, err
-		}
-		if first == nil {
-			first = err
-		}
-	}
-	return msgs[0], first
-}
-
-// ChannelWithSubscriptions returns one channel with every shard's
-// messages and subscriptions.
-func (s *shardSubs) ChannelWithSubscriptions(opts ...redis.ChannelOption) <-chan any {
-	s.once.Do(func() {
-		s.all = make(chan any)
-		var fwd sync.WaitGroup
-		for _, ps := range s.subs {
-			in := ps.ChannelWithSubscriptions(opts...)
-			fwd.Go(func() {
-				for m := range in {
-					s.all <- m
-				}
-			})
-		}
-		go func() {
-			fwd.Wait()
-			close(s.all)
-		}()
-	})
-	return s.all
-}
-
-// Close closes every shard's subscription: their channels close, and so,
-// once their messages are read, does ChannelWithSubscriptions'.
-func (s *shardSubs) Close() error {
-	errs := make([]error, len(s.subs))
-	for i, ps := range s.subs {
-		errs[i] = ps.Close()
-	}
-	return errors.Join(errs...)
 }
 
 func newWakeups(r *Redlock) *wakeups {

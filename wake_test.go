@@ -320,8 +320,8 @@ func TestWakeOnMinorityTell(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	freed := time.Now()
 	// Master 0 releases it (and tells); 1 and 2 let it expire (no word).
-	q := &Request{Op: OpRelease, Key: key, Value: "gone"}
-	if nodes[0].Exec(ctx, []*Request{q}); !q.OK || !q.Woke {
+	q := &request{Op: reqRelease, Key: key, Value: "gone"}
+	if execRequests(ctx, nodes[0], q); !q.OK || !q.Woke {
 		t.Fatalf("release on master 0: OK %v, Woke %v, Err %v; want it to free the key and tell the waiter", q.OK, q.Woke, q.Err)
 	}
 	for _, c := range cs[1:3] {

@@ -49,12 +49,12 @@ type cutNode struct {
 	c *cutoff
 }
 
-func (n *cutNode) Exec(ctx context.Context, reqs []*redlock.Request) {
+func (n *cutNode) Exec(ctx context.Context, cmds []*redlock.Command) {
 	if !n.c.isCut(n.i) {
-		n.Node.Exec(ctx, reqs)
+		n.Node.Exec(ctx, cmds)
 		return
 	}
-	for _, q := range reqs {
-		q.OK, q.Fence, q.Err = false, 0, errCut
+	for _, c := range cmds {
+		c.Reply, c.Err = nil, errCut
 	}
 }

@@ -107,20 +107,22 @@ type triggerNode struct {
 	t *trigger
 }
 
-func (n *triggerNode) Exec(ctx context.Context, reqs []*redlock.Request) {
-	for _, q := range reqs {
-		if isAcquire(q) {
-			n.t.started(q.Value)
+func (n *triggerNode) Exec(ctx context.Context, cmds []*redlock.Command) {
+	for _, c := range cmds {
+		if value, ok := acquireOf(c); ok {
+			n.t.started(value)
 		}
 	}
-	n.Node.Exec(ctx, reqs)
-	for _, q := range reqs {
-		if isAcquire(q) {
-			n.t.replied(ctx, n.i, q.Value)
+	n.Node.Exec(ctx, cmds)
+	for _, c := range cmds {
+		if value, ok := acquireOf(c); ok {
+			n.t.replied(ctx, n.i, value)
 		}
 	}
 }
 
-func isAcquire(q *redlock.Request) bool {
-	return q.Op == redlock.OpAcquire || q.Op == redlock.OpAcquireFenced
+// acquireOf returns the lock value of c when c is an acquire.
+func acquireOf(c *redlock.Command) (value string, ok bool) {
+	step, _, value := c.About()
+	return value, step == "acquire" || step == "acquire-fenced"
 }

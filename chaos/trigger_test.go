@@ -10,69 +10,95 @@ import (
 	"github.com/redlock/redlock"
 )
 
-// stubNode answers every request at once; the trigger's logic claims
+// stubNode answers every command at once as a master that grants it
+// would (SET: OK; our scripts: 1), after delay; the trigger's logic claims
 // nothing about Redis.
-func stubNode(name string) redlock.Node {
-	return redlock.NodeFunc(name, func(_ context.Context, q *redlock.Request) { q.OK = true })
+func stubNode(name string, delay time.Duration) redlock.Node {
+	return redlock.NodeFunc(name, func(ctx context.Context, c *redlock.Command) {
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			c.Err = ctx.Err()
+			return
+		}
+		if c.Args[0] == "set" {
+			c.Reply = "OK"
+		} else {
+			c.Reply = int64(1)
+		}
+	})
 }
 
-// acquire sends one acquire of value to n.
-func acquire(ctx context.Context, n redlock.Node, value string) {
-	n.Exec(ctx, []*redlock.Request{{Op: redlock.OpAcquire, Key: "k", Value: value, TTL: time.Second}})
+// stubRedlock is a Redlock over 3 stub masters behind tr, answering after
+// 0, 20 and 500 ms: master 0 first, and masters 0 and 1 a quorum at 20 ms
+// unless master 0's reply is held.
+func stubRedlock(t *testing.T, tr *trigger) *redlock.Redlock {
+	t.Helper()
+	nodes := make([]redlock.Node, 3)
+	for i, d := range []time.Duration{0, 20 * time.Millisecond, 500 * time.Millisecond} {
+		nodes[i] = tr.wrap(i, stubNode(string(rune('a'+i)), d))
+	}
+	rl, err := redlock.New(nodes, redlock.WithNodeTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rl.Close() })
+	return rl
+}
+
+// attempt makes one TryLock on rl and unlocks what it got.
+func attempt(ctx context.Context, t *testing.T, rl *redlock.Redlock) {
+	t.Helper()
+	l, err := rl.TryLock(ctx, "k")
+	if err != nil {
+		return
+	}
+	if err := l.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestTriggerFiresOnceOnTheFirstReplyOfANewAttempt(t *testing.T) {
 	tr := newTrigger(3)
-	nodes := make([]redlock.Node, 3)
-	for i := range nodes {
-		nodes[i] = tr.wrap(i, stubNode(string(rune('a'+i))))
-	}
+	rl := stubRedlock(t, tr)
 	ctx := context.Background()
 
-	// An attempt that began before arming is not eligible.
-	acquire(ctx, nodes[0], "old")
+	// An attempt that ended before arming is not eligible.
+	attempt(ctx, t, rl)
 	var mu sync.Mutex
 	var fired [][]int
-	hookDone := make(chan struct{})
 	tr.arm(func(first int, pending []int) {
 		mu.Lock()
 		fired = append(fired, append([]int{first}, pending...))
 		mu.Unlock()
-		time.Sleep(20 * time.Millisecond)
-		close(hookDone)
+		time.Sleep(100 * time.Millisecond)
 	})
-	acquire(ctx, nodes[1], "old")
-	if len(fired) != 0 {
-		t.Fatal("fired on an attempt that began before arming")
-	}
-
-	// The first reply of a new attempt fires the hook and is held until
-	// the hook returned.
+	// The first reply of a new attempt fires the hook (master 0, the
+	// others pending) and is held until the hook returned: the quorum of
+	// masters 0 and 1 comes after it, not at 20 ms.
 	start := time.Now()
-	acquire(ctx, nodes[2], "new")
-	if took := time.Since(start); took < 20*time.Millisecond {
-		t.Errorf("first reply returned after %v, before the hook's 20ms", took)
+	attempt(ctx, t, rl)
+	if took := time.Since(start); took < 100*time.Millisecond {
+		t.Errorf("the attempt ended after %v, before the hook's 100 ms", took)
 	}
-	<-hookDone
-	acquire(ctx, nodes[0], "new")
-	acquire(ctx, nodes[0], "newer")
+	attempt(ctx, t, rl)
 	tr.wait()
 	mu.Lock()
 	defer mu.Unlock()
-	if want := [][]int{{2, 0, 1}}; !slices.EqualFunc(fired, want, slices.Equal) {
-		t.Fatalf("fired %v, want once: first 2, pending 0 and 1", fired)
+	if want := [][]int{{0, 1, 2}}; !slices.EqualFunc(fired, want, slices.Equal) {
+		t.Fatalf("fired %v, want once: first 0, pending 1 and 2", fired)
 	}
 }
 
 func TestTriggerReleasesTheReplyWhenCtxEnds(t *testing.T) {
 	tr := newTrigger(3)
-	n := tr.wrap(0, stubNode("a"))
+	rl := stubRedlock(t, tr)
 	release := make(chan struct{})
 	tr.arm(func(int, []int) { <-release })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	acquire(ctx, n, "v")
+	attempt(ctx, t, rl)
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("reply held %v past its context", took)
 	}

@@ -1,0 +1,358 @@
+package redlock
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// redisNode is the Node [NewNode] returns.
+type redisNode struct {
+	c    redis.UniversalClient
+	name string
+	// unnamed, when not empty, says why name does not tell this master from
+	// another of its kind, and what would: [New] says so when two collide.
+	unnamed string
+	// keepsDeadlines: c puts its context's deadline on the socket
+	// (ContextTimeoutEnabled), so Exec returns by the deadline (see lane).
+	keepsDeadlines bool
+	// kind is how c reaches the master's keys (see nodeKind).
+	kind nodeKind
+}
+
+// nodeKind is how a go-redis client reaches its master's keys, recorded by
+// NewNode; the core reads it only as the Node's Traits.
+type nodeKind uint8
+
+const (
+	kindServer  nodeKind = iota // one server: a *redis.Client, Sentinel-managed or not
+	kindCluster                 // a *redis.ClusterClient: keys spread over shards by hash slot
+	kindRing                    // a *redis.Ring: keys spread over shards by go-redis's own hash
+)
+
+// kindOf is the kind of master c reaches.
+func kindOf(c redis.UniversalClient) nodeKind {
+	switch c.(type) {
+	case *redis.ClusterClient:
+		return kindCluster
+	case *redis.Ring:
+		return kindRing
+	}
+	return kindServer
+}
+
+// Traits: a Redis Cluster and a Ring route by key; the client keeps
+// deadlines when made with ContextTimeoutEnabled.
+func (n *redisNode) Traits() Traits {
+	t := Traits{KeepsDeadlines: n.keepsDeadlines, NameHint: n.unnamed}
+	if n.kind != kindServer {
+		t.Routing = RouteByKey
+	}
+	return t
+}
+
+var _ Node = (*redisNode)(nil)
+
+// NewNode returns a Node that talks to the master behind c. Each batch of
+// requests goes out as one pipeline on one connection. It returns nil when c
+// is nil, which [New] reports as an error.
+//
+// The Node is named by what c was made for, never with credentials:
+//
+//   - a *redis.Client for one server: host:port/db (a Unix socket: its path/db);
+//   - a *redis.ClusterClient: cluster:host:port,host:port (its seed
+//     addresses, sorted);
+//   - a *redis.Ring: ring:shard=host:port,…/db (its shards, sorted by name).
+//
+// A client made by redis.NewFailoverClient (Sentinel) does not tell its
+// master name and Sentinels: make its Node with [NewFailoverNode] instead.
+// Two clients given different seed addresses of one cluster get different
+// names: New cannot tell they are the same master.
+//
+// The Redlock keeps every deadline it promises whatever the client's
+// settings, but a request to a frozen master holds that master's lane until
+// the client gives up on it: make the client with ContextTimeoutEnabled: true
+// so that this is the node timeout rather than the ReadTimeout (3 s by
+// default, times MaxRetries). MaxRetries: -1 and DialerRetries: 1 make a dead
+// master fail at once; [ParseMasterURL] and [ParseMaster] set all three.
+func NewNode(c redis.UniversalClient) Node {
+	if c == nil || isNil(c) {
+		return nil
+	}
+	name, unnamed, keeps := clientName(c)
+	return &redisNode{c: c, name: name, unnamed: unnamed, keepsDeadlines: keeps, kind: kindOf(c)}
+}
+
+// NewFailoverNode returns a Node that talks to the Sentinel-managed master
+// behind c, a client made by redis.NewFailoverClient(opt) (or by
+// redis.NewUniversalClient with a MasterName): as [NewNode] does, but named
+// sentinel:MASTER@SENTINEL,SENTINEL/db — opt's master name, its Sentinels'
+// addresses sorted, and the database — which go-redis does not let NewNode
+// read from c. Two Sentinel-managed masters get different names, the same
+// one twice the same name. When c is not a failover client, opt is ignored
+// and c is named as NewNode names it. It returns nil when c or opt is nil.
+func NewFailoverNode(c redis.UniversalClient, opt *redis.FailoverOptions) Node {
+	if c == nil || isNil(c) || opt == nil {
+		return nil
+	}
+	n := NewNode(c).(*redisNode)
+	if n.unnamed != "" {
+		db := opt.DB
+		if fc, ok := c.(*redis.Client); ok {
+			db = fc.Options().DB
+		}
+		n.name, n.unnamed = failoverName(opt.MasterName, opt.SentinelAddrs, db), ""
+	}
+	return n
+}
+
+// failoverAddr is the address go-redis gives every client that
+// redis.NewFailoverClient makes: the master's is known only once connected.
+const failoverAddr = "FailoverClient"
+
+// clientName names the master behind c without its credentials. When the
+// name cannot tell c's master from another one of its kind, unnamed says
+// why and what would. keeps reports whether c was made with
+// ContextTimeoutEnabled: it then bounds every wait (the pool, the dial, the
+// socket) by its context's deadline.
+func clientName(c any) (name, unnamed string, keeps bool) {
+	switch c := c.(type) {
+	case *redis.Client:
+		o := c.Options()
+		if o.Addr == failoverAddr {
+			return "sentinel:?/" + strconv.Itoa(o.DB),
+				"Sentinel-managed clients (redis.NewFailoverClient) do not tell their master name and Sentinels: make each Node with NewFailoverNode(client, its FailoverOptions)",
+				o.ContextTimeoutEnabled
+		}
+		return o.Addr + "/" + strconv.Itoa(o.DB), "", o.ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		o := c.Options()
+		if len(o.Addrs) == 0 {
+			return "cluster:?", "cluster clients without seed addresses (redis.NewFailoverClusterClient, ClusterSlots) do not tell which cluster they reach: wrap each with NodeFunc under a name of your own",
+				o.ContextTimeoutEnabled
+		}
+		return "cluster:" + strings.Join(sortedSet(o.Addrs), ","), "", o.ContextTimeoutEnabled
+	case *redis.Ring:
+		o := c.Options()
+		shards := make([]string, 0, len(o.Addrs))
+		for shard, addr := range o.Addrs {
+			shards = append(shards, shard+"="+addr)
+		}
+		return "ring:" + strings.Join(sortedSet(shards), ",") + "/" + strconv.Itoa(o.DB), "", o.ContextTimeoutEnabled
+	case fmt.Stringer:
+		return c.String(), "", false
+	}
+	return fmt.Sprintf("%T", c), fmt.Sprintf("clients of type %T do not tell which master they reach: wrap each with NodeFunc under a name of your own", c), false
+}
+
+// failoverName names a Sentinel-managed master: its name, its Sentinels and
+// the database.
+func failoverName(master string, sentinels []string, db int) string {
+	return "sentinel:" + master + "@" + strings.Join(sortedSet(sentinels), ",") + "/" + strconv.Itoa(db)
+}
+
+// sortedSet returns a sorted copy of ss without repeats: a name does not
+// depend on the order the addresses were given in.
+func sortedSet(ss []string) []string {
+	ss = slices.Clone(ss)
+	slices.Sort(ss)
+	return slices.Compact(ss)
+}
+
+func (n *redisNode) Name() string { return n.name }
+
+// Exec sends cmds as one pipeline on one connection (a single command as
+// a plain command).
+func (n *redisNode) Exec(ctx context.Context, cmds []*Command) {
+	if len(cmds) == 1 {
+		cmd := redis.NewCmd(ctx, cmds[0].Args...)
+		_ = n.c.Process(ctx, cmd)
+		setReply(cmds[0], cmd)
+		return
+	}
+	rcs := make([]*redis.Cmd, len(cmds))
+	pipe := n.c.Pipeline()
+	for i, c := range cmds {
+		rcs[i] = redis.NewCmd(ctx, c.Args...)
+		_ = pipe.Process(ctx, rcs[i])
+	}
+	_, _ = pipe.Exec(ctx) // each command holds its own reply or error
+	for i, c := range cmds {
+		setReply(c, rcs[i])
+	}
+}
+
+// setReply hands c the reply go-redis read for it: a nil reply (redis.Nil)
+// as a nil Reply.
+func setReply(c *Command, cmd *redis.Cmd) {
+	c.Reply, c.Err = cmd.Result()
+	if errors.Is(c.Err, redis.Nil) {
+		c.Reply, c.Err = nil, nil
+	}
+}
+
+// pubsub is the part of a *redis.PubSub that listen reads: an interface so
+// that the subscriptions of a Ring's shards (shardSubs) and the
+// simulation's (sim_test.go) are read the same way.
+type pubsub interface {
+	Receive(ctx context.Context) (any, error)
+	ChannelWithSubscriptions(opts ...redis.ChannelOption) <-chan any
+	Close() error
+}
+
+var _ pubsub = (*redis.PubSub)(nil)
+
+// listen makes ps, a go-redis-style subscription, a [Subscription] that
+// hands deliver what it receives, as [Node.Subscribe] asks: it waits for
+// the first confirmation (or ctx's end, or a failure), then one goroutine
+// reads the messages and later confirmations until Close. On a failure it
+// returns ps with the error unless the master refused (then ps is closed):
+// go-redis keeps reconnecting and subscribing again until Close.
+func listen(ctx context.Context, ps pubsub, deliver func(Message)) (Subscription, error) {
+	_, err := ps.Receive(ctx)
+	if err != nil && refused(err) {
+		_ = ps.Close()
+		return nil, err
+	}
+	l := &listener{ps: ps}
+	msgs := ps.ChannelWithSubscriptions()
+	l.reader.Go(func() {
+		for m := range msgs {
+			switch m := m.(type) {
+			case *redis.Message:
+				deliver(Message{Payload: m.Payload})
+			case *redis.Subscription:
+				deliver(Message{Resubscribed: true})
+			}
+		}
+	})
+	return l, err
+}
+
+// listener is listen's Subscription.
+type listener struct {
+	ps     pubsub
+	reader sync.WaitGroup
+}
+
+func (l *listener) Close() error {
+	err := l.ps.Close()
+	l.reader.Wait()
+	return err
+}
+
+// Subscribe subscribes channel on the master; on a Ring, on each of its
+// shards (see shardSubs). A Redis Cluster delivers no wake-ups: a script's
+// PUBLISH counts only the receivers on the node that runs it, while the
+// cluster bus delivers the message on every node. A release whose key is on
+// another shard than this Redlock's subscription would see nobody listening
+// and give back the key it handed (handon.lua), and the call would count
+// the hand-off all the same, holding the lock on masters where nobody does
+// (TestRedisClusterHandOff). Without a subscription on a cluster, its
+// waiting calls wait their backoff. Sharded pub/sub (SPUBLISH to a channel
+// in the key's slot) would count and deliver on the same shard.
+func (n *redisNode) Subscribe(ctx context.Context, channel string, deliver func(Message)) (Subscription, error) {
+	switch ring, _ := n.c.(*redis.Ring); n.kind {
+	case kindCluster:
+		return nil, fmt.Errorf("a Redis Cluster's PUBLISH from a script counts only the receivers on the node that runs it: no wake-ups: %w", errors.ErrUnsupported)
+	case kindRing:
+		return listen(ctx, subscribeShards(ctx, ring.GetShardClients(), channel), deliver)
+	}
+	return listen(ctx, n.c.Subscribe(ctx, channel), deliver)
+}
+
+// shardSubs is one subscription per shard of a Ring, read as one. A Ring
+// is shards that know nothing of each other: a release's PUBLISH runs on
+// the shard of the key it frees, and counts and reaches only the listeners
+// there, while go-redis's Ring.Subscribe listens on the one shard its hash
+// of the channel's name picks. Listening on every shard, this Redlock hears
+// each shard's hand-offs, and each shard counts it as a listener.
+//
+// The shards are those the Ring thinks up when the Redlock first waits: a
+// shard then down, or added later (Ring.SetAddrs), gives no hand-offs, and
+// calls waiting for its keys take them by their backoff, as on a master
+// whose subscription broke. A shard that restarts is subscribed again, as
+// any master is.
+type shardSubs struct {
+	subs []*redis.PubSub
+	once sync.Once
+	all  chan any // every shard's messages; closed once all their channels closed
+}
+
+var _ pubsub = (*shardSubs)(nil)
+
+func subscribeShards(ctx context.Context, shards []*redis.Client, channel string) *shardSubs {
+	s := &shardSubs{subs: make([]*redis.PubSub, len(shards))}
+	var wg sync.WaitGroup
+	for i, c := range shards {
+		wg.Go(func() { s.subs[i] = c.Subscribe(ctx, channel) })
+	}
+	wg.Wait()
+	return s
+}
+
+var errNoShards = errors.New("redis: the Ring has no shard up to subscribe on")
+
+// Receive waits for every shard's confirmation: nil once each confirmed,
+// else a refusal (see refused) when a shard refused, else another shard's
+// error (go-redis keeps subscribing again on those).
+func (s *shardSubs) Receive(ctx context.Context) (any, error) {
+	if len(s.subs) == 0 {
+		return nil, errNoShards
+	}
+	msgs, errs := make([]any, len(s.subs)), make([]error, len(s.subs))
+	var wg sync.WaitGroup
+	for i, ps := range s.subs {
+		wg.Go(func() { msgs[i], errs[i] = ps.Receive(ctx) })
+	}
+	wg.Wait()
+	var first error
+	for _, err := range errs {
+		if err != nil && refused(err) {
+			return nil, err
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return msgs[0], first
+}
+
+// ChannelWithSubscriptions returns one channel with every shard's
+// messages and subscriptions.
+func (s *shardSubs) ChannelWithSubscriptions(opts ...redis.ChannelOption) <-chan any {
+	s.once.Do(func() {
+		s.all = make(chan any)
+		var fwd sync.WaitGroup
+		for _, ps := range s.subs {
+			in := ps.ChannelWithSubscriptions(opts...)
+			fwd.Go(func() {
+				for m := range in {
+					s.all <- m
+				}
+			})
+		}
+		go func() {
+			fwd.Wait()
+			close(s.all)
+		}()
+	})
+	return s.all
+}
+
+// Close closes every shard's subscription: their channels close, and so,
+// once their messages are read, does ChannelWithSubscriptions'.
+func (s *shardSubs) Close() error {
+	errs := make([]error, len(s.subs))
+	for i, ps := range s.subs {
+		errs[i] = ps.Close()
+	}
+	return errors.Join(errs...)
+}
