@@ -1201,7 +1201,6 @@ func setCmdReply(cmd redis.Cmder, r respValue) error {
 	return nil
 }
 
-
 // execLocked runs q on the master as the production Node would have it
 // run (m.mu held, master up): args, the command the core built for q (nil:
 // built here, as the core builds it), run on the keyspace (a script in
