@@ -492,6 +492,16 @@ func render(r results, cpu, cmdline string) string {
 			cell(bn(o.bench, "redsync", o.n), o.unit), cell(bn(o.bench, "redislock", 1), o.unit))
 	}
 	fmt.Fprintln(&b)
+	fmt.Fprintln(&b, "The restart gate's cost (WithRestartGate: every vote is one script with the gate's check in front, an `INFO server` on the master), gated against ungated Lock+Unlock:")
+	fmt.Fprintln(&b)
+	fmt.Fprintln(&b, "| nodes | time, gated ÷ ungated | allocs gated | allocs ungated |")
+	fmt.Fprintln(&b, "| --- | --- | --- | --- |")
+	for _, n := range []int{1, 5} {
+		fmt.Fprintf(&b, "| %d | %s | %s | %s |\n", n,
+			ratioCell(bn("LockUnlockGated", "redlock", n), lu("redlock", n), "ns/op"),
+			cell(bn("LockUnlockGated", "redlock", n), "allocs/op"), cell(lu("redlock", n), "allocs/op"))
+	}
+	fmt.Fprintln(&b)
 	fmt.Fprintln(&b, handOffTable(r))
 	fmt.Fprintln(&b, "The full benchstat tables (with B/op and allocs/op) are in [bench/results/benchstat.txt](bench/results/benchstat.txt), the raw passes in [bench/results/bench.txt](bench/results/bench.txt). Rerun with `cd bench && go run ./cmd/report`.")
 	fmt.Fprintln(&b, endMarker)
