@@ -27,9 +27,8 @@ import (
 	"github.com/redlock/redlock"
 )
 
-// Node is the [redlock.Node] [NewNode] returns. It is safe for concurrent
-// use, by several Redlocks at once.
-type Node struct {
+// node is the [redlock.Node] [NewNode] returns.
+type node struct {
 	c       rueidis.Client
 	name    string
 	unnamed string // when not empty: why name does not tell this master from another, and what would
@@ -37,7 +36,7 @@ type Node struct {
 	scratch sync.Pool
 }
 
-var _ redlock.Node = (*Node)(nil)
+var _ redlock.Node = (*node)(nil)
 
 // NewNode returns a Node that sends commands to the master behind c. opt
 // is the ClientOption c was made with (rueidis.NewClient(opt)): rueidis
@@ -47,7 +46,7 @@ var _ redlock.Node = (*Node)(nil)
 //   - one server: host:port/db (opt.InitAddress[0] and opt.SelectDB);
 //   - a Redis Cluster: cluster:host:port,host:port (opt.InitAddress,
 //     sorted); the Node then routes each command by its first key and
-//     delivers no wake-ups (see [Node.Subscribe]);
+//     delivers no wake-ups (see below);
 //   - a primary under Sentinel: sentinel:MASTER@host:port,…/db
 //     (opt.Sentinel.MasterSet, the Sentinels of opt.InitAddress sorted, and
 //     opt.SelectDB).
@@ -55,7 +54,8 @@ var _ redlock.Node = (*Node)(nil)
 // Which of them c is, c says itself (its Mode). When opt does not tell
 // what c reaches (no addresses; a Sentinel client without a master set),
 // the name has a "?" and [redlock.New] says so if two Nodes then share it.
-// It returns nil when c is nil, which New reports as an error.
+// It returns nil when c is nil, which New reports as an error. The Node is
+// safe for concurrent use, by several Redlocks at once.
 //
 // The Node sends each batch with one DoMulti: on one server, one
 // connection in the batch's order; on a cluster, each command to its
@@ -68,11 +68,19 @@ var _ redlock.Node = (*Node)(nil)
 // by default) ends: set Dialer.Timeout near the node timeout
 // ([redlock.WithNodeTimeout]) to keep a master that does not answer a dial
 // from holding its lane longer.
-func NewNode(c rueidis.Client, opt rueidis.ClientOption) *Node {
+//
+// Its Subscribe subscribes over a connection of its own (rueidis's
+// Dedicate, with PubSubHooks), and subscribes again on a new one each time
+// that one breaks. Over a Redis Cluster it delivers no wake-ups, for the
+// reason the go-redis Node gives none: a script's PUBLISH counts only the
+// receivers on the node that runs it, so a release on another shard than the
+// subscription would count nobody listening and give back the key it
+// handed. Waiting calls on a cluster take the key by their backoff.
+func NewNode(c rueidis.Client, opt rueidis.ClientOption) redlock.Node {
 	if c == nil {
 		return nil
 	}
-	n := &Node{c: c, cluster: c.Mode() == rueidis.ClientModeCluster}
+	n := &node{c: c, cluster: c.Mode() == rueidis.ClientModeCluster}
 	n.name, n.unnamed = name(c.Mode(), opt)
 	n.scratch.New = func() any { return new(scratch) }
 	return n
@@ -109,11 +117,11 @@ func sortedSet(ss []string) []string {
 }
 
 // Name is the master's name (see [NewNode]).
-func (n *Node) Name() string { return n.name }
+func (n *node) Name() string { return n.name }
 
 // Traits: a cluster client routes by key, any other reaches one server.
 // Exec returns by its context's deadline (see [NewNode]).
-func (n *Node) Traits() redlock.Traits {
+func (n *node) Traits() redlock.Traits {
 	t := redlock.Traits{KeepsDeadlines: true, NameHint: n.unnamed}
 	if n.cluster {
 		t.Routing = redlock.RouteByKey
@@ -134,7 +142,7 @@ type scratch struct {
 // each its reply. A command it cannot build (no name, a key index out of
 // Args, an argument neither a string nor an int64, a SUBSCRIBE) gets an
 // Err saying why and is not sent.
-func (n *Node) Exec(ctx context.Context, cmds []*redlock.Command) {
+func (n *node) Exec(ctx context.Context, cmds []*redlock.Command) {
 	s := n.scratch.Get().(*scratch)
 	for i, c := range cmds {
 		rc, err := n.build(s, c)
@@ -163,7 +171,7 @@ func (n *Node) Exec(ctx context.Context, cmds []*redlock.Command) {
 // with several go as arguments: they are in the first one's slot
 // ([redlock.Command]), and a master that finds them elsewhere answers
 // CROSSSLOT, where rueidis's own check of them would panic.
-func (n *Node) build(s *scratch, c *redlock.Command) (rueidis.Completed, error) {
+func (n *node) build(s *scratch, c *redlock.Command) (rueidis.Completed, error) {
 	switch {
 	case len(c.Args) == 0:
 		return rueidis.Completed{}, errors.New("redlockrueidis: a command without a name: not sent")
@@ -235,7 +243,7 @@ var okReply any = "OK"
 // as its text (a verbatim string without its format), a boolean as 1 or
 // nil (Redis's rule for a Lua script's true and false). A RESP3 map has
 // no such form: it is an Err (the library sends no command that answers
-// one). An error reply is a [ReplyError]; within an array, its element.
+// one). An error reply is a replyError; within an array, its element.
 func reply(m *rueidis.RedisMessage) (any, error) {
 	switch {
 	case m.IsNil():
@@ -273,7 +281,7 @@ func reply(m *rueidis.RedisMessage) (any, error) {
 	// Error strips).
 	s, err := m.ToString()
 	if err != nil {
-		return nil, ReplyError(s)
+		return nil, replyError(s)
 	}
 	if m.IsFloat64() {
 		return s, nil
@@ -284,8 +292,8 @@ func reply(m *rueidis.RedisMessage) (any, error) {
 	return s, nil
 }
 
-// ReplyError is an error reply of the master: its text, as the master
+// replyError is an error reply of the master: its text, as the master
 // sent it ("ERR …", "NOPERM …", "GATE 1200").
-type ReplyError string
+type replyError string
 
-func (e ReplyError) Error() string { return string(e) }
+func (e replyError) Error() string { return string(e) }

@@ -13,21 +13,14 @@ import (
 	"github.com/redlock/redlock"
 )
 
-// Subscribe subscribes channel on the master over a connection of its own
-// (rueidis's Dedicate, with PubSubHooks), and subscribes again, on a new
-// connection, each time that one breaks: deliver then gets a Message with
-// Resubscribed set. One goroutine per subscription delivers, until Close.
+// Subscribe subscribes channel on the master over a connection of its own,
+// and subscribes again, on a new connection, each time that one breaks:
+// deliver then gets a Message with Resubscribed set. One goroutine per
+// subscription delivers, until Close. On a Redis Cluster it returns an
+// error wrapping errors.ErrUnsupported (see [NewNode]).
 //
-// A Redis Cluster delivers no wake-ups (an error wrapping
-// errors.ErrUnsupported): a script's PUBLISH counts only the receivers on
-// the node that runs it, so a release on another shard than this
-// subscription would count nobody listening and give back the key it
-// handed, as the go-redis Node's documentation says at length. Waiting
-// calls on a cluster take the key by their backoff.
-//
-// Close waits for a dial in progress, which opt.Dialer.Timeout bounds (see
-// [NewNode]).
-func (n *Node) Subscribe(ctx context.Context, channel string, deliver func(redlock.Message)) (redlock.Subscription, error) {
+// Close waits for a dial in progress, which opt.Dialer.Timeout bounds.
+func (n *node) Subscribe(ctx context.Context, channel string, deliver func(redlock.Message)) (redlock.Subscription, error) {
 	if n.cluster {
 		return nil, fmt.Errorf("a Redis Cluster's PUBLISH from a script counts only the receivers on the node that runs it: no wake-ups: %w", errors.ErrUnsupported)
 	}
@@ -63,7 +56,7 @@ func (s *subscription) outcome(err error) (redlock.Subscription, error) {
 // refused reports whether err is the master's refusal to subscribe (an
 // ACL's NOPERM, an unknown command), which subscribing again does not mend.
 func refused(err error) bool {
-	var re ReplyError
+	var re replyError
 	return errors.As(err, &re) && (strings.Contains(string(re), "NOPERM") || strings.HasPrefix(string(re), "ERR "))
 }
 
