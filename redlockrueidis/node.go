@@ -165,12 +165,19 @@ func (n *node) Exec(ctx context.Context, cmds []*redlock.Command) {
 	n.scratch.Put(s)
 }
 
-// build makes c a rueidis command: Args[:Key] as its name and leading
-// arguments, Args[Key] as its key (rueidis routes a cluster client's
-// command by it), and the rest as arguments. The other keys of a command
-// with several go as arguments: they are in the first one's slot
-// ([redlock.Command]), and a master that finds them elsewhere answers
-// CROSSSLOT, where rueidis's own check of them would panic.
+// build makes c a rueidis command. For a cluster client, Args[:Key] are
+// its name and leading arguments, Args[Key] its key (rueidis sends the
+// command to that key's shard), and the rest its arguments: the other keys
+// of a command with several go as arguments, since they are in the first
+// one's slot ([redlock.Command]) and a master that finds them elsewhere
+// answers CROSSSLOT, where rueidis's own check of them would panic.
+//
+// Any other client gets the command without a key, which makes rueidis
+// send every batch of the Node on the same connection (keyed, each batch
+// would go on one of the client's PipelineMultiplex connections, picked at
+// random). A batch sent after one that timed out then goes behind it,
+// unless the timeout closed that connection: rueidis keeps a timed-out
+// batch queued and writes it, where go-redis drops the connection.
 func (n *node) build(s *scratch, c *redlock.Command) (rueidis.Completed, error) {
 	switch {
 	case len(c.Args) == 0:
@@ -195,7 +202,7 @@ func (n *node) build(s *scratch, c *redlock.Command) (rueidis.Completed, error) 
 		return rueidis.Completed{}, fmt.Errorf("redlockrueidis: %q cannot be sent in a batch (Subscribe subscribes): not sent", toks[0])
 	}
 	toks[0] = wireName(toks[0])
-	if c.Keys == 0 {
+	if c.Keys == 0 || !n.cluster {
 		return n.c.B().Arbitrary(toks...).Build(), nil
 	}
 	return n.c.B().Arbitrary(toks[:c.Key]...).Keys(toks[c.Key]).Args(toks[c.Key+1:]...).Build(), nil

@@ -203,6 +203,32 @@ func TestCommandsNotSent(t *testing.T) {
 	}
 }
 
+// TestOneConnection: every batch of a Node of one server goes on one
+// connection, also from several goroutines at once, so that a batch sent
+// after one that timed out goes behind it (see build).
+func TestOneConnection(t *testing.T) {
+	s := redistest.StartServerT(t, redistest.Options{})
+	opt := serverOption(s.Addr())
+	opt.ClientName = "one-connection"
+	n := newNode(t, opt)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 50 {
+				key := fmt.Sprintf("one:%d:%d", g, i)
+				do(n, command(1, "set", key, "v"), command(1, "get", key))
+			}
+		})
+	}
+	wg.Wait()
+	list := command(0, "client", "list")
+	do(newNode(t, serverOption(s.Addr())), list)
+	l, _ := list.Reply.(string)
+	if got := strings.Count(l, " name=one-connection "); list.Err != nil || got != 1 {
+		t.Errorf("the Node's connections after 200 batches from 4 goroutines: %d (CLIENT LIST %v); want 1", got, list.Err)
+	}
+}
+
 // TestDeadlineOnRedial: when the connection is gone and the master stopped
 // answering (SIGSTOP: the kernel still accepts the dial, the handshake gets
 // no reply), Exec returns by its deadline, as Traits promise.
