@@ -109,9 +109,11 @@ func allOf(t *testing.T, addrs []string, node func(testing.TB, string) redlock.N
 func handOff(t *testing.T, holder, waiter *redlock.Redlock, key string) (*redlock.Lock, time.Duration) {
 	t.Helper()
 	ctx := context.Background()
-	l, err := holder.Lock(ctx, key)
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	l, err := holder.Lock(hctx, key)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the holder's Lock: %v", err)
 	}
 	got := make(chan *redlock.Lock, 1)
 	go func() {
