@@ -1,10 +1,11 @@
 # The README's commands. `make test` is what CI runs.
 GO ?= go
 # The modules of this repository are built together through go.work (the
-# library, chaos/, cmd/redlock/, redlockotel/, bench/), also when the
-# environment says GOWORK=off. NESTED lists the modules other than the root.
+# library, chaos/, cmd/redlock/, redlockotel/, redlockrueidis/, bench/),
+# also when the environment says GOWORK=off. NESTED lists the modules other
+# than the root.
 export GOWORK = $(CURDIR)/go.work
-NESTED = chaos cmd/redlock redlockotel bench
+NESTED = chaos cmd/redlock redlockotel redlockrueidis bench
 # Schedules of the simulation's non-race run in `make test` (the -race run
 # does defaultSimSchedules, 300).
 SIM_SCHEDULES ?= 3000
@@ -28,6 +29,7 @@ test: vet redis-server
 	cd chaos && $(GO) test -race -count=1 -timeout 15m -p 1 ./...
 	cd cmd/redlock && $(GO) test -race -count=1 -timeout 10m ./...
 	cd redlockotel && $(GO) test -race -count=1 -timeout 5m ./...
+	cd redlockrueidis && $(GO) test -race -count=1 -timeout 5m ./...
 	cd bench && $(GO) test -race -count=1 -timeout 5m ./...
 
 # Every scenario of the chaos harness, on masters it starts itself.

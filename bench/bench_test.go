@@ -31,12 +31,18 @@ func addrs(n int) []string { return masters.Addrs()[:n] }
 // BenchmarkLockUnlock is one uncontended Lock and Unlock of a key, per op:
 // redlock (lib=redlock, go-redis clients through NewNode) and redsync at
 // every node count, with the wire floor (lib=wire) and the go-redis floor
-// (lib=floor) at each; redislock on one master.
+// (lib=floor) at each; redlock over rueidis clients (lib=rueidis, through
+// redlockrueidis.NewNode) at 1, 5 and 9; redislock on one master.
 func BenchmarkLockUnlock(b *testing.B) {
 	for _, n := range nodeCounts {
 		b.Run(fmt.Sprintf("lib=redlock/nodes=%d", n), func(b *testing.B) {
 			lockUnlock(b, newRedlock(b, newClients(b, addrs(n))))
 		})
+		if n == 1 || n == 5 || n == 9 {
+			b.Run(fmt.Sprintf("lib=rueidis/nodes=%d", n), func(b *testing.B) {
+				lockUnlock(b, newRueidisRedlock(b, addrs(n)))
+			})
+		}
 		b.Run(fmt.Sprintf("lib=redsync/nodes=%d", n), func(b *testing.B) {
 			lockUnlock(b, newRedsync(newClients(b, addrs(n))))
 		})
@@ -236,9 +242,11 @@ func contended(b *testing.B, l lib) {
 // BenchmarkDistinctKeys is 64 goroutines, each locking and unlocking a key of
 // its own over 5 masters. It reports locks per second, and the CPU time per
 // lock of this process and of the masters (they share this machine's cores,
-// so together they bound the throughput).
+// so together they bound the throughput). lib=rueidis is redlock over
+// rueidis clients.
 func BenchmarkDistinctKeys(b *testing.B) {
 	b.Run("lib=redlock/nodes=5", func(b *testing.B) { distinct(b, newRedlock(b, newClients(b, addrs(5))), addrs(5)) })
+	b.Run("lib=rueidis/nodes=5", func(b *testing.B) { distinct(b, newRueidisRedlock(b, addrs(5)), addrs(5)) })
 	b.Run("lib=redsync/nodes=5", func(b *testing.B) { distinct(b, newRedsync(newClients(b, addrs(5))), addrs(5)) })
 }
 

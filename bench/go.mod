@@ -6,7 +6,9 @@ require (
 	github.com/bsm/redislock v0.9.4
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/rueidis v1.0.79
 	github.com/redlock/redlock v0.1.0
+	github.com/redlock/redlock/redlockrueidis v0.1.0
 	gonum.org/v1/plot v0.10.1
 )
 

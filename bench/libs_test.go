@@ -3,15 +3,19 @@ package bench
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
+	"time"
 
 	"github.com/bsm/redislock"
 	"github.com/go-redsync/redsync/v4"
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 
 	"github.com/redlock/redlock"
+	"github.com/redlock/redlock/redlockrueidis"
 )
 
 // lib is one lock library, as the benchmarks drive it: each with its own
@@ -45,6 +49,25 @@ func newRedlock(b testing.TB, cs []*redis.Client, opts ...redlock.Option) *redlo
 	nodes := make([]redlock.Node, len(cs))
 	for i, c := range cs {
 		nodes[i] = redlock.NewNode(c)
+	}
+	return redlockOver(b, nodes, opts)
+}
+
+// newRueidisRedlock is redlock over a rueidis client per address, made as
+// the README's rueidis section makes them (lib=rueidis), closed at the end
+// of the benchmark.
+func newRueidisRedlock(b testing.TB, addrs []string, opts ...redlock.Option) *redlockLib {
+	b.Helper()
+	nodes := make([]redlock.Node, len(addrs))
+	for i, a := range addrs {
+		opt := rueidis.ClientOption{InitAddress: []string{a},
+			ForceSingleClient: true, DisableCache: true, Dialer: net.Dialer{Timeout: time.Second}}
+		c, err := rueidis.NewClient(opt)
+		if err != nil {
+			b.Fatalf("rueidis.NewClient(%s): %v", a, err)
+		}
+		b.Cleanup(c.Close)
+		nodes[i] = redlockrueidis.NewNode(c, opt)
 	}
 	return redlockOver(b, nodes, opts)
 }

@@ -1,7 +1,8 @@
 // Command report runs the benchmark suite, feeds it to benchstat, writes the
 // targets and results tables between the markers in the repository's
 // README.md, and plots Lock+Unlock latency against the node count for redlock
-// (over go-redis clients through NewNode), its peers, and the floors.
+// (over go-redis clients through NewNode, and over rueidis clients through
+// redlockrueidis.NewNode), its peers, and the floors.
 //
 // Run it from the bench module:
 //
@@ -77,7 +78,7 @@ func main() {
 	}
 
 	// redsync first, so that benchstat's "vs base" compares each library with it.
-	stat, err := exec.Command("go", "tool", "benchstat", "-col", "/lib@(redsync redlock redislock floor wire)", raw).CombinedOutput()
+	stat, err := exec.Command("go", "tool", "benchstat", "-col", "/lib@(redsync redlock rueidis redislock floor wire)", raw).CombinedOutput()
 	if err != nil {
 		log.Fatalf("benchstat: %v\n%s", err, stat)
 	}
@@ -502,6 +503,8 @@ func render(r results, cpu, cmdline string) string {
 			cell(bn("LockUnlockGated", "redlock", n), "allocs/op"), cell(lu("redlock", n), "allocs/op"))
 	}
 	fmt.Fprintln(&b)
+	fmt.Fprint(&b, rueidisTable(r))
+	fmt.Fprintln(&b)
 	fmt.Fprintln(&b, handOffTable(r))
 	fmt.Fprintln(&b, "The full benchstat tables (with B/op and allocs/op) are in [bench/results/benchstat.txt](bench/results/benchstat.txt), the raw passes in [bench/results/bench.txt](bench/results/bench.txt). Rerun with `cd bench && go run ./cmd/report`.")
 	fmt.Fprintln(&b, endMarker)
@@ -557,6 +560,7 @@ func plotLatency(r results, base string) error {
 		dx         float64 // x offset, so that the error bars do not overlap
 	}{
 		{"redlock", "redlock (go-redis Node)", color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 255}, draw.CircleGlyph{}, nil, -0.1},
+		{"rueidis", "redlock (rueidis Node)", color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 255}, draw.RingGlyph{}, nil, -0.2},
 		{"redsync", "go-redsync/redsync v4", color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 255}, draw.SquareGlyph{}, nil, 0},
 		{"wire", "wire floor: the round trips alone", color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 255}, draw.PlusGlyph{}, []vg.Length{vg.Points(2), vg.Points(2)}, 0.1},
 		{"redislock", "bsm/redislock (1 master)", color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 255}, draw.TriangleGlyph{}, nil, 0.2},
@@ -621,6 +625,44 @@ func plotLatency(r results, base string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// rueidisTable compares redlock over rueidis clients (lib=rueidis, through
+// redlockrueidis.NewNode) with redlock over go-redis clients (lib=redlock)
+// on the benchmarks that measure both; empty when none did.
+func rueidisTable(r results) string {
+	rows := []struct {
+		what, bench string
+		n           int
+		unit        string
+	}{
+		{"uncontended Lock+Unlock, N=1, per op", "LockUnlock", 1, "ns/op"},
+		{"uncontended Lock+Unlock, N=5, per op", "LockUnlock", 5, "ns/op"},
+		{"uncontended Lock+Unlock, N=9, per op", "LockUnlock", 9, "ns/op"},
+		{"uncontended Lock+Unlock, N=1", "LockUnlock", 1, "allocs/op"},
+		{"uncontended Lock+Unlock, N=5", "LockUnlock", 5, "allocs/op"},
+		{"uncontended Lock+Unlock, N=9", "LockUnlock", 9, "allocs/op"},
+		{"64 goroutines, distinct keys, N=5", "DistinctKeys", 5, "locks/s"},
+		{"64 goroutines, distinct keys, N=5: this process's CPU per lock", "DistinctKeys", 5, "client-cpu-µs/op"},
+		{"64 goroutines, distinct keys, N=5: the 5 masters' CPU per lock", "DistinctKeys", 5, "masters-cpu-µs/op"},
+	}
+	var b strings.Builder
+	for _, o := range rows {
+		x, ok := r.median(bn(o.bench, "rueidis", o.n), o.unit)
+		y, ok2 := r.median(bn(o.bench, "redlock", o.n), o.unit)
+		if !ok || !ok2 {
+			continue
+		}
+		if b.Len() == 0 {
+			fmt.Fprintln(&b, "redlock over rueidis clients (`redlockrueidis.NewNode`, clients as the rueidis section above makes them) next to redlock over go-redis clients, medians; the ratio is the median of the per-pass ratios:")
+			fmt.Fprintln(&b)
+			fmt.Fprintln(&b, "| benchmark | go-redis Node | rueidis Node | rueidis ÷ go-redis |")
+			fmt.Fprintln(&b, "| --- | --- | --- | --- |")
+		}
+		q, _ := r.ratio(bn(o.bench, "rueidis", o.n), bn(o.bench, "redlock", o.n), o.unit)
+		fmt.Fprintf(&b, "| %s | %s | %s | %.2f× |\n", o.what, human(y, o.unit), human(x, o.unit), q)
+	}
+	return b.String()
 }
 
 // handOffTable is the hand-off section: contenders taking turns on one key,

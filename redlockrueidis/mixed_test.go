@@ -1,0 +1,287 @@
+package redlockrueidis_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock/redlock"
+	"github.com/redlock/redlock/internal/redistest"
+)
+
+// goredisClient returns a go-redis client of the server at addr, set as
+// the README sets them, closed at the end of the test.
+func goredisClient(tb testing.TB, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true,
+		MaxRetries: -1, DialerRetries: 1, DialTimeout: time.Second})
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+func goredisNode(tb testing.TB, addr string) redlock.Node {
+	return redlock.NewNode(goredisClient(tb, addr))
+}
+
+func rueidisNode(tb testing.TB, addr string) redlock.Node {
+	return newNode(tb, serverOption(addr))
+}
+
+// masters reads the masters directly, with go-redis clients of their own.
+type masters []*redis.Client
+
+func newMasters(t *testing.T, n int) (masters, []string) {
+	addrs := redistest.StartT(t, n, redistest.Options{Args: []string{"--save", ""}}).Addrs()
+	ms := make(masters, n)
+	for i, a := range addrs {
+		ms[i] = goredisClient(t, a)
+	}
+	return ms, addrs
+}
+
+// exists reports how many masters have key.
+func (ms masters) exists(t *testing.T, key string) int {
+	t.Helper()
+	n := 0
+	for _, c := range ms {
+		e, err := c.Exists(context.Background(), key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += int(e)
+	}
+	return n
+}
+
+// values returns key's value on each master.
+func (ms masters) values(t *testing.T, key string) []string {
+	t.Helper()
+	vs := make([]string, len(ms))
+	for i, c := range ms {
+		v, err := c.Get(context.Background(), key).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatal(err)
+		}
+		vs[i] = v
+	}
+	return vs
+}
+
+func newRedlock(t *testing.T, nodes []redlock.Node, opts ...redlock.Option) *redlock.Redlock {
+	t.Helper()
+	r, err := redlock.New(nodes, append([]redlock.Option{redlock.WithNodeTimeout(500 * time.Millisecond)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// mixed returns Nodes of addrs: go-redis ones and rueidis ones, in turn.
+func mixed(t *testing.T, addrs []string) []redlock.Node {
+	nodes := make([]redlock.Node, len(addrs))
+	for i, a := range addrs {
+		if i%2 == 0 {
+			nodes[i] = goredisNode(t, a)
+		} else {
+			nodes[i] = rueidisNode(t, a)
+		}
+	}
+	return nodes
+}
+
+// allOf returns a Node of each of addrs, made by node.
+func allOf(t *testing.T, addrs []string, node func(testing.TB, string) redlock.Node) []redlock.Node {
+	nodes := make([]redlock.Node, len(addrs))
+	for i, a := range addrs {
+		nodes[i] = node(t, a)
+	}
+	return nodes
+}
+
+// handOff: holder takes key, waiter waits for it with a backoff of 5 s,
+// holder unlocks; it returns the waiter's lock and how long after the
+// Unlock the waiter had it.
+func handOff(t *testing.T, holder, waiter *redlock.Redlock, key string) (*redlock.Lock, time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	l, err := holder.Lock(hctx, key)
+	if err != nil {
+		t.Fatalf("the holder's Lock: %v", err)
+	}
+	got := make(chan *redlock.Lock, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		w, err := waiter.Lock(wctx, key, redlock.WithBackoff(5*time.Second, 5*time.Second))
+		if err != nil {
+			t.Errorf("the waiting Lock: %v", err)
+		}
+		got <- w
+	}()
+	time.Sleep(300 * time.Millisecond) // the waiter's attempt failed and queued it
+	released := time.Now()
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := <-got
+	if w == nil {
+		t.FailNow()
+	}
+	return w, time.Since(released)
+}
+
+// TestMixedMasters: one Redlock whose masters are reached some through
+// go-redis and some through rueidis: every lock kind is taken on every
+// master and released from every one, another such Redlock is refused
+// meanwhile, and a waiting call in it is handed the key on every master.
+func TestMixedMasters(t *testing.T) {
+	ms, addrs := newMasters(t, 3)
+	r := newRedlock(t, mixed(t, addrs))
+	other := newRedlock(t, mixed(t, addrs))
+	ctx := context.Background()
+	var last uint64
+	for _, kind := range []struct {
+		name string
+		opts []redlock.Option
+	}{
+		{"plain", nil},
+		{"fenced", []redlock.Option{redlock.WithFencing()}},
+		{"fenced again", []redlock.Option{redlock.WithFencing()}},
+		{"owned", []redlock.Option{redlock.WithOwner("job")}},
+	} {
+		key := "mixed:" + kind.name
+		l, err := r.TryLock(ctx, key, kind.opts...)
+		if err != nil {
+			t.Fatalf("%s lock: %v", kind.name, err)
+		}
+		if n := ms.exists(t, key); n != len(ms) {
+			t.Errorf("%s lock held: the key is on %d of the %d masters; want every one", kind.name, n, len(ms))
+		}
+		if _, err := other.TryLock(ctx, key); !errors.Is(err, redlock.ErrNotObtained) {
+			t.Errorf("%s lock held: another Redlock's TryLock = %v; want ErrNotObtained", kind.name, err)
+		}
+		if tok := l.Fence(); tok != 0 {
+			if tok <= last {
+				t.Errorf("fence token %d after %d; want it to increase", tok, last)
+			}
+			last = tok
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatalf("%s lock: Unlock: %v", kind.name, err)
+		}
+		if n := ms.exists(t, key); n != 0 {
+			t.Errorf("%s lock released: the key is still on %d masters", kind.name, n)
+		}
+	}
+	if last == 0 {
+		t.Error("no fence token")
+	}
+
+	w, took := handOff(t, r, other, "mixed:hand-off")
+	t.Logf("handed to the waiting call %v after the Unlock", took.Round(time.Millisecond))
+	if took > time.Second {
+		t.Errorf("the waiting call had the key %v after the Unlock; want a hand-off, far below its 5 s backoff", took)
+	}
+	// A master hands the key only to a call that listens there: the same
+	// handed value on every master means both kinds of Node subscribed.
+	if vs := ms.values(t, "mixed:hand-off"); vs[0] == "" || vs[1] != vs[0] || vs[2] != vs[0] {
+		t.Errorf("the key on each master after the hand-off: %q; want one handed value on every master", vs)
+	}
+	if err := w.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMixedClientsContend: two Redlocks on the same three masters, one
+// all go-redis and one all rueidis, contend for one key from several
+// goroutines each for about 2 s: no two critical sections overlap, and
+// both take the lock.
+func TestMixedClientsContend(t *testing.T) {
+	_, addrs := newMasters(t, 3)
+	libs := []struct {
+		name string
+		r    *redlock.Redlock
+	}{
+		{"go-redis", newRedlock(t, allOf(t, addrs, goredisNode))},
+		{"rueidis", newRedlock(t, allOf(t, addrs, rueidisNode))},
+	}
+	const goroutines = 3
+	end := time.Now().Add(2 * time.Second)
+	ctx, cancel := context.WithDeadline(context.Background(), end.Add(5*time.Second))
+	defer cancel()
+	var inside, overlaps atomic.Int64
+	sections := make([]atomic.Int64, len(libs))
+	var wg sync.WaitGroup
+	for i, lib := range libs {
+		for range goroutines {
+			wg.Go(func() {
+				for time.Now().Before(end) {
+					l, err := lib.r.Lock(ctx, "contended")
+					if err != nil {
+						t.Errorf("%s: Lock: %v", lib.name, err)
+						return
+					}
+					if inside.Add(1) > 1 {
+						overlaps.Add(1)
+					}
+					time.Sleep(200 * time.Microsecond)
+					inside.Add(-1)
+					sections[i].Add(1)
+					if err := l.Unlock(ctx); err != nil {
+						t.Errorf("%s: Unlock: %v", lib.name, err)
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	t.Logf("critical sections: go-redis %d, rueidis %d; overlapping %d", sections[0].Load(), sections[1].Load(), overlaps.Load())
+	if n := overlaps.Load(); n != 0 {
+		t.Errorf("%d critical sections overlapped another; want 0", n)
+	}
+	for i, lib := range libs {
+		if sections[i].Load() == 0 {
+			t.Errorf("the %s Redlock never took the lock", lib.name)
+		}
+	}
+}
+
+// TestMixedClientsHandOff: a call waiting in the rueidis Redlock is handed
+// the key by the go-redis one's Unlock, and the other way round, on every
+// master, far sooner than its backoff.
+func TestMixedClientsHandOff(t *testing.T) {
+	ms, addrs := newMasters(t, 3)
+	goredisRL := newRedlock(t, allOf(t, addrs, goredisNode))
+	rueidisRL := newRedlock(t, allOf(t, addrs, rueidisNode))
+	for _, dir := range []struct {
+		name           string
+		holder, waiter *redlock.Redlock
+	}{
+		{"go-redis to rueidis", goredisRL, rueidisRL},
+		{"rueidis to go-redis", rueidisRL, goredisRL},
+	} {
+		key := "handed:" + dir.name
+		w, took := handOff(t, dir.holder, dir.waiter, key)
+		t.Logf("%s: the waiting call had the key %v after the Unlock", dir.name, took.Round(time.Millisecond))
+		if took > time.Second {
+			t.Errorf("%s: the waiting call had the key %v after the Unlock; want a hand-off, far below its 5 s backoff", dir.name, took)
+		}
+		if vs := ms.values(t, key); vs[0] == "" || vs[1] != vs[0] || vs[2] != vs[0] {
+			t.Errorf("%s: the key on each master after the hand-off: %q; want one handed value on every master", dir.name, vs)
+		}
+		if err := w.Unlock(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if n := ms.exists(t, key); n != 0 {
+			t.Errorf("%s: the handed lock released: the key is still on %d masters", dir.name, n)
+		}
+	}
+}
