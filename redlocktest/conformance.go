@@ -303,7 +303,10 @@ func lockKinds(t *testing.T, nodes []redlock.Node, keys []string) {
 // backoff; when it cannot (errors.ErrUnsupported), the call still gets it
 // by its backoff.
 func (k *kit) handOff(t *testing.T) {
-	ctx := context.Background()
+	// Bounded: a Node that fails every command must fail the check, not
+	// hang it.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
 	holder := newRedlock(t, k.nodes(t))
 	waiter := newRedlock(t, k.nodes(t), redlock.WithBackoff(5*time.Second, 5*time.Second))
 	sub, err := k.a.Node(t, k.addrs[0]).Subscribe(ctx, "redlocktest:probe", func(redlock.Message) {})
