@@ -98,12 +98,26 @@ type Command struct {
 // "acquire-fenced", "raise-fence", "extend", "release", or "wait" for a
 // replica confirmation's WAIT) and the lock's key and value ("" for a
 // WAIT). It is for traces, metrics and fault injection: a Node needs none
-// of it to carry c.
+// of it to carry c. A command the core did not build is told by its Args:
+// a SET is an acquire, anything else "" (a test's own commands).
 func (c *Command) About() (step, key, value string) {
-	if c.req == nil {
-		return "wait", "", ""
+	if c.req != nil {
+		return c.req.Op.String(), c.req.Key, c.req.Value
 	}
-	return c.req.Op.String(), c.req.Key, c.req.Value
+	if len(c.Args) == 0 {
+		return "", "", ""
+	}
+	switch c.Args[0] {
+	case "wait":
+		return "wait", "", ""
+	case "set":
+		if len(c.Args) >= 3 {
+			k, _ := c.Args[1].(string)
+			v, _ := c.Args[2].(string)
+			return "acquire", k, v
+		}
+	}
+	return "", "", ""
 }
 
 // Traits is what a [Node] declares about itself. The zero value is a Node
