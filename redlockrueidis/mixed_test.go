@@ -255,8 +255,8 @@ func TestMixedClientsContend(t *testing.T) {
 }
 
 // TestMixedClientsHandOff: a call waiting in the rueidis Redlock is handed
-// the key by the go-redis one's Unlock, and the other way round, on every
-// master, far sooner than its backoff.
+// the key by the go-redis one's Unlock, and the other way round, on a
+// quorum of masters, far sooner than its backoff.
 func TestMixedClientsHandOff(t *testing.T) {
 	ms, addrs := newMasters(t, 3)
 	goredisRL := newRedlock(t, allOf(t, addrs, goredisNode))
@@ -274,8 +274,17 @@ func TestMixedClientsHandOff(t *testing.T) {
 		if took > time.Second {
 			t.Errorf("%s: the waiting call had the key %v after the Unlock; want a hand-off, far below its 5 s backoff", dir.name, took)
 		}
-		if vs := ms.values(t, key); vs[0] == "" || vs[1] != vs[0] || vs[2] != vs[0] {
-			t.Errorf("%s: the key on each master after the hand-off: %q; want one handed value on every master", dir.name, vs)
+		// The handed value on a quorum: a master may still hold the
+		// waiter's own attempt that raced the Unlock there (its rollback
+		// deletes it), as CI saw once.
+		held := 0
+		for _, v := range ms.values(t, key) {
+			if v == w.Value() {
+				held++
+			}
+		}
+		if held < 2 {
+			t.Errorf("%s: the handed value %q is on %d of 3 masters after the hand-off; want a quorum", dir.name, w.Value(), held)
 		}
 		if err := w.Unlock(context.Background()); err != nil {
 			t.Fatal(err)
