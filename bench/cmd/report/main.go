@@ -1,6 +1,6 @@
 // Command report runs the benchmark suite, feeds it to benchstat, writes the
 // targets and results tables between the markers in the repository's
-// README.md, and plots Lock+Unlock latency against the node count for redlock
+// docs/benchmarks.md, and plots Lock+Unlock latency against the node count for redlock
 // (over go-redis clients through NewNode, and over rueidis clients through
 // redlockrueidis.NewNode), its peers, and the floors.
 //
@@ -8,7 +8,7 @@
 //
 //	cd bench && go run ./cmd/report              # 6 passes, about 6 minutes
 //	go run ./cmd/report -from results/bench.txt  # only re-render
-//	go run ./cmd/report -from new.txt -out /tmp/r -readme ''  # render, leave README.md alone
+//	go run ./cmd/report -from new.txt -out /tmp/r -readme ''  # render, leave docs/benchmarks.md alone
 //
 // The suite runs as -passes interleaved passes of -count 1, each pass running
 // every benchmark of every library once, and the outputs are concatenated.
@@ -54,7 +54,7 @@ func main() {
 	bench := flag.String("bench", ".", "go test -bench")
 	from := flag.String("from", "", "read this go test output instead of running the suite")
 	out := flag.String("out", "results", "directory for bench.txt, benchstat.txt and the plots")
-	readme := flag.String("readme", "../README.md", "README whose marked section gets the tables (empty: write none, only print the section)")
+	readme := flag.String("readme", "../docs/benchmarks.md", "page whose marked section gets the tables (empty: write none, only print the section)")
 	flag.Parse()
 	log.SetFlags(0)
 
@@ -454,7 +454,7 @@ func render(r results, cpu, cmdline string) string {
 			cell(lu("wire", n), "ns/op"), ratioCell(lu("redlock", n), lu("wire", n), "ns/op"))
 	}
 	fmt.Fprintln(&b)
-	fmt.Fprintln(&b, "![Lock+Unlock latency against node count](bench/results/latency.png)")
+	fmt.Fprintln(&b, "![Lock+Unlock latency against node count](../bench/results/latency.png)")
 	fmt.Fprintln(&b)
 
 	fmt.Fprintln(&b, "The other benchmarks, medians (redsync over the same masters; redislock on one master):")
@@ -506,7 +506,7 @@ func render(r results, cpu, cmdline string) string {
 	fmt.Fprint(&b, rueidisTable(r))
 	fmt.Fprintln(&b)
 	fmt.Fprintln(&b, handOffTable(r))
-	fmt.Fprintln(&b, "The full benchstat tables (with B/op and allocs/op) are in [bench/results/benchstat.txt](bench/results/benchstat.txt), the raw passes in [bench/results/bench.txt](bench/results/bench.txt). Rerun with `cd bench && go run ./cmd/report`.")
+	fmt.Fprintln(&b, "The full benchstat tables (with B/op and allocs/op) are in [bench/results/benchstat.txt](../bench/results/benchstat.txt), the raw passes in [bench/results/bench.txt](../bench/results/bench.txt). Rerun with `cd bench && go run ./cmd/report`.")
 	fmt.Fprintln(&b, endMarker)
 	return b.String()
 }
