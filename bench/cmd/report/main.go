@@ -654,7 +654,7 @@ func rueidisTable(r results) string {
 			continue
 		}
 		if b.Len() == 0 {
-			fmt.Fprintln(&b, "redlock over rueidis clients (`redlockrueidis.NewNode`, clients as the rueidis section above makes them) next to redlock over go-redis clients, medians; the ratio is the median of the per-pass ratios:")
+			fmt.Fprintln(&b, "redlock over rueidis clients (`redlockrueidis.NewNode`, clients as docs/masters.md makes them) next to redlock over go-redis clients, medians; the ratio is the median of the per-pass ratios:")
 			fmt.Fprintln(&b)
 			fmt.Fprintln(&b, "| benchmark | go-redis Node | rueidis Node | rueidis ÷ go-redis |")
 			fmt.Fprintln(&b, "| --- | --- | --- | --- |")
