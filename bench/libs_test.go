@@ -54,7 +54,7 @@ func newRedlock(b testing.TB, cs []*redis.Client, opts ...redlock.Option) *redlo
 }
 
 // newRueidisRedlock is redlock over a rueidis client per address, made as
-// the README's rueidis section makes them (lib=rueidis), closed at the end
+// docs/masters.md (rueidis clients) makes them (lib=rueidis), closed at the end
 // of the benchmark.
 func newRueidisRedlock(b testing.TB, addrs []string, opts ...redlock.Option) *redlockLib {
 	b.Helper()
