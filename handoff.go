@@ -36,9 +36,12 @@ type handoff struct {
 	counting    bool      // the masters' hand-offs under reg count: no attempt is out
 	seen        []bool    // masters that handed the key under reg
 	count       int
-	nudged      bool  // a rollback's wake-up came under reg (see handed)
-	held        *Lock // the lock the call took by hand-off, if it did
-	retry       bool  // the call should try now rather than wait (see poke)
+	nudged      bool // a rollback's wake-up came under reg (see handed)
+	// back: the attempt out was made while fewer than a quorum had handed
+	// the key to the call under reg (see attempting).
+	back  bool
+	held  *Lock // the lock the call took by hand-off, if it did
+	retry bool  // the call should try now rather than wait (see poke)
 	// stale withdraws a registration that an Unlock left behind the next
 	// call (see [wakeups.stay]) when no Lock call took it over in time.
 	stale *time.Timer
@@ -85,15 +88,29 @@ func (h *handoff) register(deadline time.Time) uint64 {
 }
 
 // attempting stops counting hand-offs: an attempt of the call goes out.
+// When some masters, fewer than a quorum, had handed the key to the call,
+// the attempt is refused there by those hand-offs, and its rollback hands
+// the call back the keys the attempt set (back): otherwise, where the
+// masters that are up make a bare quorum, the hand-offs and the attempt's
+// free masters would never meet (TestHandOffWithBareQuorumUp).
 func (h *handoff) attempting() {
 	if h == nil {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.back = h.ttl > 0 && h.counting && h.count > 0
 	h.counting = false
 	clear(h.seen)
 	h.count, h.nudged = 0, false
+}
+
+// handBack reports whether the rollback of the call's attempt hands it
+// back the keys the attempt set (see attempting).
+func (h *handoff) handBack() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.back
 }
 
 // at returns the place h's registrations are queued at.

@@ -80,6 +80,12 @@ type request struct {
 	// Behind, with Hand and Reg (an Unlock), registers the call again only
 	// behind the call the release handed Key to, when it did: Woke says so.
 	Behind bool
+	// Back, on a waiting call's rollback (Hand, Reg and Place set), has a
+	// master where the rollback freed the attempt's own key hand it on at
+	// once, to the call when it is first, rather than queue the call
+	// behind that hand-off: other masters were handing the key to the call
+	// (see [handoff.attempting]).
+	Back bool
 	// Queued, with Hand, is the place the call's registrations so far are
 	// queued at (Place, unless an Unlock moves the call behind the next
 	// holder): the release takes them off there, and reads no other entry.
@@ -437,7 +443,7 @@ func encode(q *request, c *Command) bool {
 		if q.Hand == "" {
 			a = append(a, "eval", releaseSrc, int64(2), key, wk, value, waiter, bit(q.rollback))
 		} else {
-			a = append(a, "eval", handoffSrc, int64(2), key, wk, value, waiter, q.Place, q.Hand, int64(q.Reg), q.TTL.Milliseconds(), bit(q.Behind), q.Queued, gateArg(q))
+			a = append(a, "eval", handoffSrc, int64(2), key, wk, value, waiter, q.Place, q.Hand, int64(q.Reg), q.TTL.Milliseconds(), bit(q.Behind), q.Queued, gateArg(q), bit(q.Back))
 		}
 	}
 	if len(a) == 0 {

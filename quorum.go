@@ -561,6 +561,7 @@ func (l *Lock) release(ctx context.Context, unlock bool, h *handoff) *phase {
 		reg.Hand, reg.TTL = h.value, h.ttl
 		reg.Place = h.at()
 		reg.Queued = reg.Place
+		reg.Back = h.handBack()
 		reg.Reg = h.register(deadline) // before any master can hand under it
 	case unlock && l.h != nil && l.h.ttl > 0:
 		// Queue again behind the call the key is handed to, if it is.

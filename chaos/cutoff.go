@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 
 	"github.com/redlock/redlock"
@@ -48,18 +47,6 @@ type cutNode struct {
 	redlock.Node
 	i int
 	c *cutoff
-}
-
-// Subscribe: a client behind a cutoff gets no wake-ups, and waits by its
-// backoff, as it did before wrappers kept the inner Node's subscriptions.
-// With them, the scripted holder that must lock on a bare majority (the
-// rest cut off) could be handed the key on one master of it and then fail
-// every attempt there: its own hand-off value blocks its SET NX, and its
-// rollback has the key handed to it again at once. That liveness gap of
-// the hand-off protocol when no quorum is left without that master is
-// not what these scenarios show (see the closing note of issue 33's stop).
-func (n *cutNode) Subscribe(context.Context, string, func(redlock.Message)) (redlock.Subscription, error) {
-	return nil, fmt.Errorf("chaos: a client behind a cutoff waits by its backoff: %w", errors.ErrUnsupported)
 }
 
 func (n *cutNode) Exec(ctx context.Context, cmds []*redlock.Command) {
