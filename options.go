@@ -198,16 +198,18 @@ func WithAutoExtend() Option {
 // masters (a TTL, or an Extend's, longer than the gate is refused with a
 // [*ConfigError]).
 //
-// The go-redis Node asks each master, in the same pipeline and just before
-// each vote, how long its process has been up (lua/gate.lua: INFO's
-// uptime_in_seconds less the second it may read high, on every vote, so
-// that nothing a snapshot or an AOF brings back can vouch for a new
-// process); a vote from a master up for less than gate fails with an
-// error wrapping [ErrRestartGate] and is rolled back like any failed vote.
-// Uptime counts in whole seconds: the gate lasts up to 2 s longer than
-// asked, never shorter. It adds no round trip; it costs an EVAL and an
-// INFO per vote (see the README's benchmark), and the ACL permissions
-// +info and +eval. What it covers — restarts with and without data,
+// Every vote is one script on its master that checks the gate first
+// (lua/gate.lua): how long its process has been up, read from the running
+// process on every vote (LASTSAVE, the last save or else the start, as a
+// cheap lower bound; INFO's uptime_in_seconds when that bound is too
+// short), so that nothing a snapshot or an AOF brings back can vouch for
+// a new process. A master up for less than gate writes nothing, and the
+// vote fails with an error wrapping [ErrRestartGate] and is rolled back
+// like any failed vote. Uptime counts in whole seconds, one less than
+// read: the gate lasts up to 2 s longer than asked, never shorter. It adds
+// no command and no round trip; it costs the master an EVAL where a plain
+// acquire is a SET (see docs/benchmarks.md), and the ACL permissions
+// +eval, +info and +lastsave (without +lastsave every vote reads INFO). What it covers — restarts with and without data,
 // FLUSHALL, cluster shards, failovers — is in the README ("Guarantees")
 // and docs/internals.md.
 //

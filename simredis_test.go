@@ -179,6 +179,7 @@ func init() {
 		"pexpire":       {-3, false, cmdPexpire},
 		"time":          {1, false, cmdTime},
 		"info":          {-1, false, cmdInfo},
+		"lastsave":      {1, false, cmdLastsave},
 		"type":          {2, false, cmdType},
 		"hget":          {3, false, cmdHget},
 		"hset":          {-4, false, cmdHset},
@@ -397,6 +398,13 @@ func cmdInfo(x *simExec, _ []string) respValue {
 		"config_file:\r\n" +
 		"io_threads_active:0\r\n")
 	return bulkReply(b.String())
+}
+
+// cmdLastsave answers LASTSAVE: the simulated masters never save, so it is
+// the time(NULL) Redis takes as the process starts (initServer), as a
+// master without persistence answers.
+func cmdLastsave(x *simExec, _ []string) respValue {
+	return intReply(x.m.startedAt / int64(time.Second))
 }
 
 func cmdType(x *simExec, a []string) respValue {
