@@ -578,7 +578,7 @@ func (t *simTrace) String() string {
 	return s
 }
 
-// Pub/sub. A simulated Node is a subscriber (wake.go): the Redlock's
+// Pub/sub. A simulated Node is a subscriber (Node.Subscribe): the Redlock's
 // channel is subscribed on each master through a simSub, which behaves as
 // a go-redis PubSub does. Its SUBSCRIBE travels to the master with the
 // link's delay (it waits at a paused master; it fails when the master is
