@@ -199,6 +199,14 @@ func (k *kit) deadline(t *testing.T) {
 	if took > most {
 		t.Errorf("Exec to a paused master with a %v deadline returned after %v; want within %v (KeepsDeadlines %v)", d, took, most, n.Traits().KeepsDeadlines)
 	}
+	// The same Node answers once the master does: the errors above were
+	// the deadline's, not a Node that fails everything.
+	exec(admin, 5*time.Second, cmd(0, "client", "unpause"))
+	again := cmd(1, "set", key(t), "v")
+	exec(n, 5*time.Second, again)
+	if again.Err != nil || again.Reply != "OK" {
+		t.Errorf("SET once the pause ended: Reply %#v, Err %v; want OK from the same Node", again.Reply, again.Err)
+	}
 }
 
 // down: a master nobody listens for fails every command with an error,
