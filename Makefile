@@ -11,7 +11,8 @@ NESTED = chaos cmd/redlock redlockotel redlockrueidis bench
 SIM_SCHEDULES ?= 3000
 
 .PHONY: test vet chaos redis-server soak tidy modules release
-# The simulation's masters run the real scripts in gopher-lua (test-only):
+# The simulation's masters (internal/sim, imported by tests only) run the
+# real scripts in gopher-lua:
 # the race detector skips the interpreter, whose every memory access it
 # would instrument (2.7x the simulation's CPU); our code stays instrumented.
 RACE_FLAGS = -race -gcflags=github.com/yuin/gopher-lua/...=-race=false

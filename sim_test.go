@@ -16,13 +16,16 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redlock/redlock/internal/sim"
 )
 
 // The simulation: the real coordinator — several Redlocks, as several
 // processes would be, calling Lock, TryLock, Do, Extend, Unlock, with
 // auto-extend, fencing and watched Done channels — against simulated masters
-// (simmaster_test.go), which run the real scripts of lua/ in a Lua
-// interpreter (simredis_test.go), over a simulated network (simnet_test.go), through
+// (internal/sim), which run the real scripts of lua/ in a Lua
+// interpreter, over a simulated network (simnet_test.go), through
 // thousands of randomized fault schedules, each in a testing/synctest bubble:
 // the Redlocks are made inside it, so their lanes, timers, backoff, node
 // timeouts and scheduler run in the bubble's virtual time, and a schedule of
@@ -268,7 +271,7 @@ func (st *simStats) report(t *testing.T) {
 	t.Logf("%d holders took the lock as an owner, %d of them nested in a hold of theirs", st.owned.Load(), st.nested.Load())
 	st.wakeMu.Lock()
 	t.Logf("hand-offs: %d registrations, %d keys handed (%d to a registration that found the key free), %d holders took the lock by hand-off; %d Unlocks queued behind; %d wake-ups; %d entries dropped (nobody listened); %d hand-offs given back; pub/sub messages: %d delivered, %d lost; %d releases sent twice",
-		st.wake.registrations, st.wake.handoffs, st.wake.freeHand, st.handed, st.wake.behind, st.wake.wakes, st.wake.dropped, st.wake.ghosts, st.delivered, st.lostMsgs, st.dups)
+		st.wake.registrations, st.wake.Handoffs, st.wake.freeHand, st.handed, st.wake.behind, st.wake.Wakes, st.wake.Dropped, st.wake.ghosts, st.delivered, st.lostMsgs, st.dups)
 	t.Logf("loops: %d Lock calls again at once after an Unlock, %d of them found a registration to take over; handed keys left at the end: %d whose message reached the Redlock over a connection that never failed (%d of them handed to a registration that Close dropped; seeds %v), %d others",
 		st.loops, st.adoptable, st.leftHanded, st.leftAtClose, st.leftSeeds, st.leftLost)
 	st.wakeMu.Unlock()
@@ -487,7 +490,7 @@ type simFault struct {
 	Kind    simFaultKind
 	Masters []int
 	Clients []int           // partition: the clients cut off from Masters
-	Restart simRestart      // kill: what the masters come back with
+	Restart sim.Restart     // kill: what the masters come back with
 	SnapAt  time.Duration   // kill from a snapshot: when the masters save it
 	Each    []time.Duration // kill: when not nil, each master's own For (For is the largest)
 	Amount  time.Duration   // slow: extra reply delay; clock-jump: the jump
@@ -507,7 +510,7 @@ func (f simFault) String() string {
 		} else {
 			s += fmt.Sprintf(", restart %v after %v", f.Restart, f.For.Round(time.Microsecond))
 		}
-		if f.Restart == restartSnapshot {
+		if f.Restart == sim.RestartSnapshot {
 			s += fmt.Sprintf(" (saved at +%v)", f.SnapAt.Round(time.Microsecond))
 		}
 	case faultPartition:
@@ -695,9 +698,9 @@ func genSchedule(seed uint64) *simSchedule {
 			f.Kind = faultPause
 		case x < 40:
 			f.Kind = faultKill
-			f.Restart = restartData
+			f.Restart = sim.RestartData
 			if rng.IntN(2) != 0 {
-				f.Restart = restartEmpty
+				f.Restart = sim.RestartEmpty
 				f.For = max(f.For, maxTTL+s.maxSkew(f.At+2*time.Second)+50*time.Millisecond)
 			}
 			ok := true
@@ -734,7 +737,7 @@ func genSchedule(seed uint64) *simSchedule {
 	if grng.IntN(4) == 0 || *simGatedFlag {
 		s.Gate = maxTTL + s.maxSkew(s.Length+5*time.Second) + 50*time.Millisecond
 		for i, f := range s.Faults {
-			if f.Kind == faultKill && f.Restart == restartEmpty {
+			if f.Kind == faultKill && f.Restart == sim.RestartEmpty {
 				s.Faults[i].For = uniform(grng, 5*time.Millisecond, 300*time.Millisecond)
 			}
 		}
@@ -765,7 +768,7 @@ func (s *simSchedule) snapshotRestarts(rng *rand.Rand) {
 		if rng.IntN(10) != 0 {
 			continue
 		}
-		f := simFault{Kind: faultKill, Restart: restartSnapshot, At: uniform(rng, 0, s.Length)}
+		f := simFault{Kind: faultKill, Restart: sim.RestartSnapshot, At: uniform(rng, 0, s.Length)}
 		if rng.IntN(2) == 0 {
 			f.Masters = subset(rng, s.Masters, 1)
 		} else {
@@ -824,7 +827,7 @@ func (s *simSchedule) killOverlaps(f simFault, self int) bool {
 func (s *simSchedule) restartsBeforeSecond(rng *rand.Rand) {
 	sec := float64(time.Second)
 	for i, f := range s.Faults {
-		if f.Kind != faultKill || f.Restart == restartData || rng.IntN(2) == 0 {
+		if f.Kind != faultKill || f.Restart == sim.RestartData || rng.IntN(2) == 0 {
 			continue
 		}
 		// The whole second nearest the restart, on the first master's
@@ -1082,10 +1085,10 @@ func simulate(run *simRun, trace bool) (res simResult) {
 			res.dups = run.net.dups.Load()
 		}
 		for _, m := range run.masters {
-			m.mu.Lock()
-			res.wake.add(m.stats)
+			res.wake.add(m.wakeStats())
+			m.Lock()
 			res.gateEarly.add(m.gateEarly)
-			m.mu.Unlock()
+			m.Unlock()
 		}
 		for _, h := range run.holders {
 			if h.byHand {
@@ -1096,7 +1099,7 @@ func simulate(run *simRun, trace bool) (res simResult) {
 	for i, c := range s.Clocks {
 		m := newSimMaster(i, start, c.Offset, c.Rate)
 		run.masters = append(run.masters, m)
-		defer m.stopScripts()
+		defer m.StopScripts()
 	}
 	run.net = newSimNet(s.Net, run.masters, len(s.Clients)+1)
 	run.net.seed = s.Seed
@@ -1210,7 +1213,7 @@ func simulate(run *simRun, trace bool) (res simResult) {
 		// A request the shim could not run as Redis would, or a script
 		// that raised: the run did not test what it claims to.
 		for _, err := range m.problems() {
-			run.violate("master %d: %v", m.id, err)
+			run.violate("master %d: %v", m.ID(), err)
 		}
 	}
 	run.setStage("checking the history")
@@ -1220,10 +1223,10 @@ func simulate(run *simRun, trace bool) (res simResult) {
 
 // fault applies f at its time and heals it after its duration.
 func (r *simRun) fault(f simFault) {
-	if f.Kind == faultKill && f.Restart == restartSnapshot {
+	if f.Kind == faultKill && f.Restart == sim.RestartSnapshot {
 		time.Sleep(f.SnapAt - time.Since(r.start))
 		for _, m := range f.Masters {
-			r.masters[m].save()
+			r.masters[m].Save()
 		}
 	}
 	time.Sleep(f.At - time.Since(r.start))
@@ -1231,20 +1234,20 @@ func (r *simRun) fault(f simFault) {
 	switch f.Kind {
 	case faultPause:
 		for _, m := range f.Masters {
-			r.masters[m].pause()
+			r.masters[m].Pause()
 		}
 		time.Sleep(f.For)
 		for _, m := range f.Masters {
-			r.masters[m].resume()
+			r.masters[m].Resume()
 		}
 	case faultKill:
 		for _, m := range f.Masters {
-			r.masters[m].kill()
+			r.masters[m].Kill()
 		}
 		if f.Each == nil {
 			time.Sleep(f.For)
 			for _, m := range f.Masters {
-				r.masters[m].restart(f.Restart)
+				r.masters[m].Restart(f.Restart)
 			}
 			break
 		}
@@ -1255,7 +1258,7 @@ func (r *simRun) fault(f simFault) {
 		slices.SortFunc(order, func(i, j int) int { return int(f.Each[i] - f.Each[j]) })
 		for _, i := range order {
 			time.Sleep(f.At + f.Each[i] - time.Since(r.start))
-			r.masters[f.Masters[i]].restart(f.Restart)
+			r.masters[f.Masters[i]].Restart(f.Restart)
 		}
 	case faultPartition:
 		n.mu.Lock()
@@ -1299,7 +1302,7 @@ func (r *simRun) fault(f simFault) {
 		n.mu.Unlock()
 	case faultJump:
 		for _, m := range f.Masters {
-			r.masters[m].jump(f.Amount)
+			r.masters[m].Jump(f.Amount)
 		}
 	}
 }
@@ -1630,50 +1633,51 @@ func (r *simRun) watch(h *simHolder, l *Lock, done <-chan struct{}) {
 // restart with data.
 func (r *simRun) checkLeftovers() {
 	for _, m := range r.masters {
-		if m.restarted {
+		if m.Restarted() {
 			continue
 		}
 		keys := m.holding()
 		names := slices.Sorted(mapKeys(keys))
 		for _, k := range names {
 			e := keys[k]
-			for _, v := range slices.Sorted(mapKeys(e.holds)) {
-				h := e.holds[v]
-				if h.setBy == nil || h.setBy.isTroubled() {
+			for _, v := range slices.Sorted(mapKeys(e.Holds)) {
+				by, _ := e.Holds[v].SetBy.(*simConn)
+				if by == nil || by.isTroubled() {
 					continue
 				}
 				r.violate("master %d still holds %s for %s (hold %.6s...), entered by client %d, whose connection to it never failed: a release or rollback never reached it",
-					m.id, k, e.owner, v, h.setBy.client)
+					m.ID(), k, e.Owner, v, by.client)
 			}
-			if e.owner == "" && e.setBy == nil && strings.Contains(e.value, "#") {
+			setBy, _ := e.SetBy.(*simConn)
+			if e.Owner == "" && setBy == nil && strings.Contains(e.Value, "#") {
 				// Handed by the master: its Redlock releases it (or holds
 				// it), unless the message never reached it.
-				hand, reg, _ := strings.Cut(e.value, "#")
+				hand, reg, _ := strings.Cut(e.Value, "#")
 				who, troubled := -1, false
 				for _, c := range r.clients {
-					if e.handTo == c.r.wake.channel || strings.HasPrefix(e.handTo, c.r.wake.channel+"/") {
-						who, troubled = c.id, c.conns[m.id].isTroubled()
+					if e.HandTo == c.r.wake.channel || strings.HasPrefix(e.HandTo, c.r.wake.channel+"/") {
+						who, troubled = c.id, c.conns[m.ID()].isTroubled()
 					}
 				}
-				if !troubled && r.net.handDelivered(m.id, "h"+hand+"|"+reg+"|"+k) {
+				if !troubled && r.net.handDelivered(m.ID(), "h"+hand+"|"+reg+"|"+k) {
 					r.leftHanded++
 					if r.closeHanded[hand] {
 						r.leftAtClose++ // see TestSimCloseKeepsHandedKey
 					}
 					r.violate("master %d still holds %s = %s, handed to client %d, whose Redlock got the hand-off over a connection that never failed: nobody took it or gave it back",
-						m.id, k, e.value, who)
+						m.ID(), k, e.Value, who)
 					r.leftDetails = append(r.leftDetails, fmt.Sprintf("master %d holds %s = %s (handed to client %d, its connection troubled: %v), %v left",
-						m.id, k, e.value, who, troubled, time.Duration(e.expireAt-m.clock())))
+						m.ID(), k, e.Value, who, troubled, time.Duration(e.ExpireAt-m.Clock())))
 				} else {
 					r.leftHandLost++
 				}
 				continue
 			}
-			if e.owner != "" || e.setBy == nil || e.setBy.isTroubled() {
+			if e.Owner != "" || setBy == nil || setBy.isTroubled() {
 				continue
 			}
 			r.violate("master %d still holds %s = %.6s..., set by client %d, whose connection to it never failed: a release or rollback never reached it",
-				m.id, k, e.value, e.setBy.client)
+				m.ID(), k, e.Value, setBy.client)
 		}
 	}
 }
@@ -1846,4 +1850,409 @@ func TestSimCloseKeepsHandedKey(t *testing.T) {
 			t.Fatalf("seed 1784: %d master(s) still hold a key handed to a registration Close dropped:\n  %s", res.leftAtClose, strings.Join(res.leftDetails, "\n  "))
 		}
 	}
+}
+
+// The simulated masters are only worth what their semantics are: these
+// tests run the same requests on a real redis-server (through NewNode) and
+// on a simMaster, and hold the two to the same replies and the same
+// keyspace, value by value. internal/sim's own tests hold its Lua and its
+// INFO to redis-server (TestSimLuaAgreesWithRedis, TestSimInfoAgreesWithRedis).
+
+// simAgreeSlack is how far apart two clock readings of the same step may
+// be on redis and on the sim (TTLs, tokens and hold expiries are readings
+// of each master's own clock), beyond the time the step itself took.
+const simAgreeSlack = 5 * time.Millisecond
+
+// simAgreement compares a redis-server and a simMaster after each step.
+type simAgreement struct {
+	t     *testing.T
+	ctx   context.Context
+	c     *redis.Client
+	sim   *simMaster
+	start time.Time     // the current step's
+	worst time.Duration // the longest step so far
+}
+
+// begin marks the start of a step: it runs on redis first, then on the
+// sim, so their clocks read it apart by at most the time since then.
+func (a *simAgreement) begin() { a.start = time.Now() }
+
+// tol is how far apart two clock readings may be: the slack, plus the
+// longest step so far (a counter or a hold may date from an earlier one).
+func (a *simAgreement) tol() time.Duration {
+	a.worst = max(a.worst, time.Since(a.start))
+	return simAgreeSlack + a.worst
+}
+
+// sameNumber reports whether redis's value r and the sim's s are equal,
+// or are both the same clock reading give or take tol: µs (TIME-based
+// fence tokens) or ms (hold expiries).
+func (a *simAgreement) sameNumber(r, s string) bool {
+	if r == s {
+		return true
+	}
+	rn, err1 := strconv.ParseInt(r, 10, 64)
+	sn, err2 := strconv.ParseInt(s, 10, 64)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	d := max(rn-sn, sn-rn)
+	switch {
+	case rn > 1e14: // µs since 1970
+		return d <= a.tol().Microseconds()
+	case rn > 1e11: // ms since 1970
+		return d <= a.tol().Milliseconds()
+	}
+	return false
+}
+
+// redisView is key name on redis-server as the sim's View shows it.
+func (a *simAgreement) redisView(name string) sim.KeyView {
+	a.t.Helper()
+	ctx, c := a.ctx, a.c
+	typ, err := c.Type(ctx, name).Result()
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	v := sim.KeyView{Kind: typ}
+	switch typ {
+	case "string":
+		v.Str, err = c.Get(ctx, name).Result()
+	case "hash":
+		v.Hash, err = c.HGetAll(ctx, name).Result()
+	case "zset":
+		v.Zset, err = c.ZRangeWithScores(ctx, name, 0, -1).Result()
+	}
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	pt, err := c.PTTL(ctx, name).Result()
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	v.PTTLMs = pt.Milliseconds()
+	if pt < 0 {
+		v.PTTLMs = int64(pt / time.Nanosecond) // go-redis keeps -1 and -2 as they are
+	}
+	return v
+}
+
+// keys checks that redis and the sim hold the same in each key of names:
+// the type; the value of a string, the fields and values of a hash, the
+// members and scores of a sorted set, in order; and the remaining TTL.
+func (a *simAgreement) keys(what string, names ...string) {
+	a.t.Helper()
+	for _, name := range names {
+		r, s := a.redisView(name), a.sim.View(name)
+		bad := r.Kind != s.Kind || !a.sameNumber(r.Str, s.Str) || len(r.Hash) != len(s.Hash) || !slices.Equal(r.Zset, s.Zset)
+		for f, rv := range r.Hash {
+			sv, ok := s.Hash[f]
+			bad = bad || !ok || !a.sameNumber(rv, sv)
+		}
+		switch {
+		case r.PTTLMs < 0 || s.PTTLMs < 0:
+			bad = bad || r.PTTLMs != s.PTTLMs
+		default:
+			bad = bad || max(r.PTTLMs-s.PTTLMs, s.PTTLMs-r.PTTLMs) > a.tol().Milliseconds()
+		}
+		if bad {
+			a.t.Fatalf("after %s: %s differs (clock tolerance %v):\n  redis %v\n  sim   %v", what, name, a.tol(), r, s)
+		}
+	}
+}
+
+// noProblems fails the test for what the sim could not simulate and for
+// scripts that raised.
+func (a *simAgreement) noProblems() {
+	a.t.Helper()
+	if ps := a.sim.problems(); len(ps) > 0 {
+		a.t.Fatalf("the sim met problems: %v", ps)
+	}
+}
+
+func newSimAgreement(t *testing.T) *simAgreement {
+	c := clients(t, masters.Addrs()[:1])[0]
+	sim := newSimMaster(0, time.Now(), 0, 1)
+	t.Cleanup(sim.StopScripts)
+	return &simAgreement{t: t, ctx: context.Background(), c: c, sim: sim, start: time.Now()}
+}
+
+// TestSimMasterAgreesWithRedis runs the same random requests, plain and
+// owned (WithOwner: lua/hold.lua), on a real redis-server and on a
+// simMaster, and checks after each that they answered alike (OK, Woke,
+// the error or none, the fence token within the clocks' tolerance) and
+// hold the same key, fence counter and queue (simAgreement.keys); and that
+// the owner's fence field moves alike (kept, new, or the token confirmed).
+func TestSimMasterAgreesWithRedis(t *testing.T) {
+	a := newSimAgreement(t)
+	ctx, c, sim := a.ctx, a.c, a.sim
+	rn := NewNode(c)
+	rng := rand.New(rand.NewPCG(18, 18))
+	keys := []string{testKey(t), testKey(t)}
+	values := []string{"a", "b", "c"}
+	owners := []string{"", "", "o1", "o2"}
+	// fences reads the owner's fence field on redis and on the sim (0: none).
+	fences := func(key string) (rf, sf uint64) {
+		t.Helper()
+		if v, err := c.HGet(ctx, key, "fence").Result(); err == nil {
+			if rf, err = strconv.ParseUint(v, 10, 64); err != nil {
+				t.Fatalf("%s fence field %q", key, v)
+			}
+		}
+		if v, ok := sim.View(key).Hash["fence"]; ok {
+			var err error
+			if sf, err = strconv.ParseUint(v, 10, 64); err != nil {
+				t.Fatalf("sim %s fence field %q", key, v)
+			}
+		}
+		return rf, sf
+	}
+	step := func(q request) uint64 {
+		t.Helper()
+		rPrev, sPrev := fences(q.Key)
+		a.begin()
+		r, s := q, q
+		execRequests(ctx, rn, &r)
+		sim.do(&s)
+		what := fmt.Sprintf("%v %s=%s owner %q ttl %v token %d", q.Op, q.Key, q.Value, q.Owner, q.TTL, q.Token)
+		if r.OK != s.OK || (r.Err == nil) != (s.Err == nil) || r.Woke != s.Woke ||
+			!a.sameNumber(strconv.FormatUint(r.Fence, 10), strconv.FormatUint(s.Fence, 10)) {
+			t.Fatalf("%s: redis ok=%v fence=%d woke=%v err=%v, sim ok=%v fence=%d woke=%v err=%v",
+				what, r.OK, r.Fence, r.Woke, r.Err, s.OK, s.Fence, s.Woke, s.Err)
+		}
+		a.keys(what, q.Key, FenceKey(q.Key), WaitKey(q.Key))
+		if sim.View(q.Key).Kind == "hash" {
+			// The tokens differ (each master's clock), not what a step
+			// does with them: keep the owner's, take a new one, or
+			// store the one confirmed.
+			rf, sf := fences(q.Key)
+			if (rf == rPrev) != (sf == sPrev) || (rf == q.Token) != (sf == q.Token) || (r.Fence == rf) != (s.Fence == sf) {
+				t.Fatalf("after %s: redis fence field %d (was %d, reply %d), sim %d (was %d, reply %d)", what, rf, rPrev, r.Fence, sf, sPrev, s.Fence)
+			}
+		}
+		return r.Fence
+	}
+	var tokens []uint64
+	for range 1500 {
+		q := request{Op: reqKind(1 + rng.IntN(5)), Key: keys[rng.IntN(len(keys))], Value: values[rng.IntN(len(values))], Owner: owners[rng.IntN(len(owners))]}
+		switch q.Op {
+		case reqAcquire, reqAcquireFenced, reqExtend:
+			q.TTL = time.Duration(5+rng.IntN(5)) * time.Second
+		case reqRaiseFence:
+			if len(tokens) > 0 {
+				q.Token = tokens[rng.IntN(len(tokens))] + uint64(rng.IntN(3))
+			}
+		}
+		if f := step(q); f > 0 {
+			tokens = append(tokens, f)
+		}
+	}
+	// Expiry and a PEXPIRE that shortens a key, by the master's clock.
+	for _, o := range owners[1:] {
+		for _, v := range values {
+			step(request{Op: reqRelease, Key: keys[0], Value: v, Owner: o})
+		}
+	}
+	step(request{Op: reqRelease, Key: keys[0], Value: "a"})
+	step(request{Op: reqRelease, Key: keys[0], Value: "b"})
+	step(request{Op: reqRelease, Key: keys[0], Value: "c"})
+	step(request{Op: reqAcquire, Key: keys[0], Value: "x", TTL: 5 * time.Second})
+	step(request{Op: reqExtend, Key: keys[0], Value: "x", TTL: 30 * time.Millisecond})
+	time.Sleep(80 * time.Millisecond)
+	step(request{Op: reqExtend, Key: keys[0], Value: "x", TTL: 5 * time.Second}) // gone: not re-created
+	step(request{Op: reqAcquireFenced, Key: keys[0], Value: "y", TTL: 30 * time.Millisecond})
+	time.Sleep(80 * time.Millisecond)
+	step(request{Op: reqRaiseFence, Key: keys[0], Value: "y", Token: 1})
+	step(request{Op: reqRelease, Key: keys[0], Value: "z"})
+	// Owned holds expire one by one; the key goes with the last.
+	step(request{Op: reqAcquireFenced, Key: keys[0], Value: "x", TTL: 30 * time.Millisecond, Owner: "o1"})
+	step(request{Op: reqAcquire, Key: keys[0], Value: "y", TTL: 5 * time.Second, Owner: "o1"})
+	step(request{Op: reqAcquire, Key: keys[0], Value: "w", TTL: 5 * time.Second, Owner: "o2"}) // refused
+	step(request{Op: reqExtend, Key: keys[0], Value: "y", TTL: 60 * time.Millisecond, Owner: "o1"})
+	time.Sleep(40 * time.Millisecond)
+	step(request{Op: reqExtend, Key: keys[0], Value: "x", TTL: 5 * time.Second, Owner: "o1"}) // expired
+	step(request{Op: reqRaiseFence, Key: keys[0], Value: "x", Token: 1, Owner: "o1"})         // expired
+	step(request{Op: reqAcquire, Key: keys[0], Value: "z", TTL: 5 * time.Second})             // plain: refused
+	time.Sleep(60 * time.Millisecond)
+	step(request{Op: reqAcquire, Key: keys[0], Value: "w", TTL: 5 * time.Second, Owner: "o2"}) // all expired: free
+	step(request{Op: reqAcquire, Key: keys[0], Value: "v", TTL: 5 * time.Second, Owner: "o2"})
+	step(request{Op: reqRelease, Key: keys[0], Value: "w", Owner: "o2"})
+	step(request{Op: reqRelease, Key: keys[0], Value: "v", Owner: "o2"}) // the last: the key goes
+	step(request{Op: reqAcquire, Key: keys[0], Value: "z", TTL: 5 * time.Second})
+	// A fence counter changed by hand: both refuse it alike.
+	for _, owner := range []string{"", "o1"} {
+		k := testKey(t)
+		if err := c.Set(ctx, FenceKey(k), "x", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		sim.Lock()
+		sim.ExecLocked([]any{"set", FenceKey(k), "x"})
+		sim.Unlock()
+		step(request{Op: reqAcquireFenced, Key: k, Value: "a", TTL: time.Second, Owner: owner})
+	}
+	a.noProblems()
+}
+
+// simRecorder records what a master publishes to a channel's subscriber.
+type simRecorder struct{ got *[]string }
+
+func (r simRecorder) Deliver(channel, payload string) {
+	*r.got = append(*r.got, channel+" "+payload)
+}
+
+// TestSimMasterQueuesAgreeWithRedis runs random releases that use the
+// key's queue — plain releases, registrations for a hand-off or a wake-up
+// (various Reg, Place, Behind, TTL), Unlocks and give-ups of hand-off calls,
+// owned releases — with subscribers coming and going, on a real
+// redis-server and on a simMaster, and checks that they answer alike (OK,
+// Woke), publish the same messages to the same channels, and hold the
+// same key, queue (members, scores) and TTLs (simAgreement.keys).
+func TestSimMasterQueuesAgreeWithRedis(t *testing.T) {
+	a := newSimAgreement(t)
+	ctx, c, sim := a.ctx, a.c, a.sim
+	rn := NewNode(c)
+	rng := rand.New(rand.NewPCG(19, 19))
+	base := testKey(t)
+	keys := []string{base + ":a", base + ":b"}
+	chans := []string{base + ":ch0", base + ":ch1", base + ":ch2", ""}
+	hands := []string{"h1", "h2", "h3"}
+	owners := []string{"o1", "o2"}
+	subs := map[string]*redis.PubSub{} // real subscriptions, by channel
+	var published []string             // the sim's, this step
+	rec := map[string]simRecorder{}
+	for _, ch := range chans[:3] {
+		rec[ch] = simRecorder{&published}
+	}
+	defer func() {
+		for _, ps := range subs {
+			ps.Close()
+		}
+	}()
+	toggle := func(ch string) {
+		t.Helper()
+		if ps := subs[ch]; ps != nil {
+			if err := ps.Unsubscribe(ctx, ch); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ps.ReceiveTimeout(ctx, 2*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			ps.Close()
+			delete(subs, ch)
+			sim.Lock()
+			sim.UnsubscribeLocked(ch, rec[ch])
+			sim.Unlock()
+			return
+		}
+		ps := c.Subscribe(ctx, ch)
+		if _, err := ps.ReceiveTimeout(ctx, 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		subs[ch] = ps
+		sim.Lock()
+		sim.SubscribeLocked(ch, rec[ch])
+		sim.Unlock()
+	}
+	// drain returns what redis published to the subscribed channels since
+	// the last call, sorted (a step publishes once at most).
+	drain := func() []string {
+		t.Helper()
+		var got []string
+		for ch, ps := range subs {
+			if err := ps.Ping(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for {
+				m, err := ps.ReceiveTimeout(ctx, 2*time.Second)
+				if err != nil {
+					t.Fatalf("receive on %s: %v", ch, err)
+				}
+				if msg, ok := m.(*redis.Message); ok {
+					got = append(got, msg.Channel+" "+msg.Payload)
+				}
+				if _, ok := m.(*redis.Pong); ok {
+					break
+				}
+			}
+		}
+		slices.Sort(got)
+		return got
+	}
+	counts := map[string]int{}
+	places := []int64{0, 100, 200, 200, 300, 400}
+	pick := func(ss []string) string { return ss[rng.IntN(len(ss))] }
+	for i := range 3000 {
+		if rng.IntN(15) == 0 {
+			toggle(chans[rng.IntN(3)])
+			continue
+		}
+		key := pick(keys)
+		q := request{Op: reqRelease, Key: key, Waiter: pick(chans)}
+		if q.Waiter == "" && rng.IntN(2) == 0 {
+			q.Waiter = chans[0]
+		}
+		kind := ""
+		switch x := rng.IntN(100); {
+		case x < 15:
+			kind = "acquire"
+			q = request{Op: reqAcquire, Key: key, Value: pick([]string{"v1", "v2"}), TTL: time.Duration(5+rng.IntN(5)) * time.Second}
+		case x < 20:
+			kind = "owned acquire"
+			q = request{Op: reqAcquire, Key: key, Value: pick([]string{"v1", "v2"}), Owner: pick(owners), TTL: time.Duration(5+rng.IntN(5)) * time.Second}
+		case x < 30:
+			kind = "owned release"
+			q.Value, q.Owner = pick([]string{"v1", "v2"}), pick(owners)
+		case x < 45:
+			kind = "release"
+			q.Value = pick([]string{"v1", "v2", "", "h1#1", "h2#2", "h3#1"})
+		case x < 75:
+			kind = "registration"
+			q.Value = pick([]string{"v1", "v2", "x"})
+			q.Hand, q.Reg = pick(hands), uint64(1+rng.IntN(4))
+			q.Place = places[1+rng.IntN(len(places)-1)]
+			q.TTL = time.Duration(5+rng.IntN(5)) * time.Second
+			if rng.IntN(3) == 0 {
+				q.TTL = 0 // a fenced or owned lock's call: woken, not handed the key
+			}
+			q.Queued = q.Place
+			if rng.IntN(4) == 0 {
+				q.Place = 0 // a rollback that does not queue again
+			}
+		case x < 88:
+			kind = "unlock behind"
+			q.Hand, q.Reg, q.Behind = pick(hands), uint64(1+rng.IntN(4)), true
+			q.Value = q.Hand + "#" + strconv.Itoa(1+rng.IntN(4))
+			q.Place = 500 + int64(rng.IntN(3))*100
+			q.Queued = places[1+rng.IntN(len(places)-1)] // where it waited before
+			q.TTL = time.Duration(5+rng.IntN(5)) * time.Second
+		default:
+			kind = "give-up"
+			q.Hand, q.Place = pick(hands), places[1+rng.IntN(len(places)-1)]
+			q.Queued = q.Place
+			if rng.IntN(2) == 0 {
+				q.Value = q.Hand + "#" + strconv.Itoa(1+rng.IntN(4)) // an Unlock of a hand-off without Behind
+			}
+		}
+		counts[kind]++
+		what := fmt.Sprintf("step %d %s %+v", i, kind, q)
+		a.begin()
+		r, s := q, q
+		execRequests(ctx, rn, &r)
+		published = published[:0]
+		sim.do(&s)
+		if r.OK != s.OK || r.Woke != s.Woke || (r.Err == nil) != (s.Err == nil) {
+			t.Fatalf("%s: redis ok=%v woke=%v err=%v, sim ok=%v woke=%v err=%v", what, r.OK, r.Woke, r.Err, s.OK, s.Woke, s.Err)
+		}
+		want := slices.Sorted(slices.Values(published))
+		if got := drain(); !slices.Equal(got, want) {
+			t.Fatalf("%s: redis published %q, sim %q", what, got, want)
+		}
+		a.keys(what, key, WaitKey(key), FenceKey(key))
+	}
+	st := sim.wakeStats()
+	t.Logf("steps %v; sim: %+v", counts, st)
+	if st.Handoffs == 0 || st.Wakes == 0 || st.behind == 0 || st.freeHand == 0 || st.Dropped == 0 || st.registrations == 0 {
+		t.Errorf("some paths were not exercised: %+v", st)
+	}
+	a.noProblems()
 }

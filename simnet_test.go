@@ -13,10 +13,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock/redlock/internal/sim"
 )
 
 // The simulated network between the simulation's clients (sim_test.go) and
-// its masters (simmaster_test.go), in bubble time.
+// its masters (internal/sim), in bubble time.
 //
 // Each client reaches each master through a simConn, the [Node] its
 // Redlock gets for that master. A request's trip: Exec draws its delays and
@@ -172,7 +173,7 @@ func newSimConn(n *simNet, m *simMaster, client int, rng *rand.Rand) *simConn {
 	return c
 }
 
-func (c *simConn) Name() string { return c.m.name }
+func (c *simConn) Name() string { return c.m.Name() }
 
 func (c *simConn) trouble() {
 	c.mu.Lock()
@@ -265,7 +266,7 @@ func (c *simConn) Exec(ctx context.Context, cmds []*Command) {
 				Gate: q.Gate},
 			args: slices.Clone(cmd.Args),
 			op:   q.Op, key: q.Key, value: q.Value, owner: q.Owner, ttl: q.TTL, token: q.Token,
-			done: make(chan struct{}), fromClient: c.client, master: c.m.id,
+			done: make(chan struct{}), fromClient: c.client, master: c.m.ID(),
 		}
 		f.arrive = began.Add(p.delay(c.rng))
 		if !f.arrive.After(w.lastArrive) {
@@ -410,39 +411,39 @@ func (w *simWire) sleep(d time.Duration, kickable bool) {
 // land delivers f to its master and queues its reply.
 func (w *simWire) land(f *flight) {
 	c, n, m := w.c, w.c.net, w.c.m
-	if f.drop || n.isCut(c.client, m.id) {
+	if f.drop || n.isCut(c.client, m.ID()) {
 		n.trace.event(f, "dropped on the way")
 		n.inflight.Done()
 		return
 	}
-	m.mu.Lock()
-	for m.state == masterPaused {
+	m.Lock()
+	for m.StateLocked() == sim.Paused {
 		// Requests wait at a frozen master; replies already on their way
 		// still arrive.
-		ch := m.changed
-		m.mu.Unlock()
+		ch := m.ChangedLocked()
+		m.Unlock()
 		w.waitChanged(ch)
-		m.mu.Lock()
+		m.Lock()
 	}
-	inc := m.incarnation
-	if m.state == masterDown {
-		m.mu.Unlock()
+	inc := m.IncarnationLocked()
+	if m.StateLocked() == sim.Down {
+		m.Unlock()
 		f.err, f.rerr = errSimRefused, errSimRefused
 		n.trace.event(f, "refused: master down")
 	} else {
 		q := f.req
 		f.reply, f.rerr = m.applyLocked(&q, f.args, c)
 		f.ok, f.fence, f.woke, f.err = q.OK, q.Fence, q.Woke, q.Err
-		at := m.clockLocked()
-		m.mu.Unlock()
+		at := m.ClockLocked()
+		m.Unlock()
 		n.trace.applied(f, at)
-		if f.lose || (n.lossOf(m.id) > 0 && w.lossDraw() < n.lossOf(m.id)) {
+		if f.lose || (n.lossOf(m.ID()) > 0 && w.lossDraw() < n.lossOf(m.ID())) {
 			n.trace.event(f, "reply lost")
 			n.inflight.Done()
 			return
 		}
 	}
-	at := time.Now().Add(f.back + n.slowOf(m.id))
+	at := time.Now().Add(f.back + n.slowOf(m.ID()))
 	if !at.After(w.lastReply) {
 		at = w.lastReply.Add(time.Nanosecond) // replies in order too
 	}
@@ -452,7 +453,7 @@ func (w *simWire) land(f *flight) {
 
 // waitChanged waits for the master's state to change, delivering the
 // replies that come due meanwhile.
-func (w *simWire) waitChanged(ch chan struct{}) {
+func (w *simWire) waitChanged(ch <-chan struct{}) {
 	for len(w.replies) > 0 {
 		rp := w.replies[0]
 		if d := time.Until(rp.at); d > 0 {
@@ -487,16 +488,16 @@ func (w *simWire) lossDraw() float64 {
 func (w *simWire) reply(rp simReply) {
 	c, n, m, f := w.c, w.c.net, w.c.m, rp.f
 	defer n.inflight.Done()
-	if n.isCut(c.client, m.id) {
+	if n.isCut(c.client, m.ID()) {
 		n.trace.event(f, "reply dropped: link cut")
 		return
 	}
-	m.mu.Lock()
-	if m.incarnation != rp.inc && f.err == nil {
+	m.Lock()
+	if m.IncarnationLocked() != rp.inc && f.err == nil {
 		f.ok, f.fence, f.woke, f.err = false, 0, false, errSimReset
 		f.reply, f.rerr = nil, errSimReset
 	}
-	m.mu.Unlock()
+	m.Unlock()
 	n.trace.replied(f)
 	close(f.done)
 }
@@ -588,7 +589,7 @@ func (t *simTrace) String() string {
 // travels back with the link's delay, in order, and is lost when the link
 // is cut when it arrives, by the links' loss rate or a lossy master's, or
 // when the master restarted meanwhile. A killed master forgets its
-// subscribers (simMaster.kill): the client learns it one delay later and
+// subscribers (sim.Master.Kill): the client learns it one delay later and
 // subscribes again, as go-redis does; a restarted master has none until
 // then. Close unsubscribes one delay later (the connection's close
 // travels), so a publish meanwhile counts a subscriber that drops the
@@ -609,7 +610,7 @@ func (c *simConn) subscribe(channel string) pubsub {
 	n := c.net
 	s := &simSub{c: c, channel: channel, closeCh: make(chan struct{}), ready: make(chan struct{}, 1),
 		kick: make(chan struct{}, 1), out: make(chan any, 100),
-		rng: rand.New(rand.NewPCG(n.seed, uint64(1<<50+c.client*64+c.m.id)+c.subs.Add(1)<<32))}
+		rng: rand.New(rand.NewPCG(n.seed, uint64(1<<50+c.client*64+c.m.ID())+c.subs.Add(1)<<32))}
 	s.inc = -1
 	inc := s.first()
 	n.subsWG.Add(1)
@@ -647,7 +648,7 @@ type simPub struct {
 }
 
 // deliver is the master's PUBLISH to this subscription (m.mu held).
-func (s *simSub) deliver(channel, payload string) {
+func (s *simSub) Deliver(channel, payload string) {
 	p := s.c.net.params
 	if s.c.clean {
 		p = simNetParams{Base: p.Base, Spread: p.Spread}
@@ -657,16 +658,16 @@ func (s *simSub) deliver(channel, payload string) {
 		s.mu.Unlock()
 		return
 	}
-	at := time.Now().Add(p.delay(s.rng) + s.c.net.slowOf(s.c.m.id))
+	at := time.Now().Add(p.delay(s.rng) + s.c.net.slowOf(s.c.m.ID()))
 	if !at.After(s.last) {
 		at = s.last.Add(time.Nanosecond)
 	}
 	s.last = at
 	lose := p.LoseP > 0 && s.rng.Float64() < p.LoseP
-	if l := s.c.net.lossOf(s.c.m.id); l > 0 && s.rng.Float64() < l {
+	if l := s.c.net.lossOf(s.c.m.ID()); l > 0 && s.rng.Float64() < l {
 		lose = true
 	}
-	s.inflight = append(s.inflight, simPub{payload, at, lose, s.c.m.incarnation})
+	s.inflight = append(s.inflight, simPub{payload, at, lose, s.c.m.IncarnationLocked()})
 	s.mu.Unlock()
 	select {
 	case s.kick <- struct{}{}:
@@ -717,19 +718,19 @@ func (s *simSub) sleep(d time.Duration) bool {
 // incarnation subscribed in, or -1.
 func (s *simSub) first() int {
 	c, n, m := s.c, s.c.net, s.c.m
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.state != masterUp || n.isCut(c.client, m.id) {
+	m.Lock()
+	defer m.Unlock()
+	if m.StateLocked() != sim.Up || n.isCut(c.client, m.ID()) {
 		s.push(nil, errSimRefused)
 		return -1
 	}
 	s.mu.Lock()
-	s.inc = m.incarnation
+	s.inc = m.IncarnationLocked()
 	s.mu.Unlock()
-	m.subscribeLocked(s.channel, s)
+	m.SubscribeLocked(s.channel, s)
 	n.resubscribed.Add(1)
 	s.push(&redis.Subscription{Kind: "subscribe", Channel: s.channel, Count: 1}, nil)
-	return m.incarnation
+	return m.IncarnationLocked()
 }
 
 // run delivers the messages, and subscribes again after the master
@@ -742,20 +743,20 @@ func (s *simSub) run(inc int) {
 		// Close: the master forgets the subscription once the close
 		// reaches it.
 		time.Sleep(s.draw())
-		m.mu.Lock()
+		m.Lock()
 		s.mu.Lock()
-		if s.inc == m.incarnation {
-			m.unsubscribeLocked(s.channel, s)
+		if s.inc == m.IncarnationLocked() {
+			m.UnsubscribeLocked(s.channel, s)
 		}
 		s.inc = -1
 		s.mu.Unlock()
-		m.mu.Unlock()
+		m.Unlock()
 	}()
 	if inc >= 0 {
-		m.mu.Lock()
-		changed := m.changed
-		restarted := m.incarnation != inc
-		m.mu.Unlock()
+		m.Lock()
+		changed := m.ChangedLocked()
+		restarted := m.IncarnationLocked() != inc
+		m.Unlock()
 		if !restarted && !s.pump(inc, changed) {
 			return
 		}
@@ -768,35 +769,35 @@ func (s *simSub) run(inc int) {
 		if !s.sleep(s.draw()) { // SUBSCRIBE on its way
 			return
 		}
-		m.mu.Lock()
-		for m.state == masterPaused {
-			ch := m.changed
-			m.mu.Unlock()
+		m.Lock()
+		for m.StateLocked() == sim.Paused {
+			ch := m.ChangedLocked()
+			m.Unlock()
 			select {
 			case <-ch:
 			case <-s.closeCh:
 				return
 			}
-			m.mu.Lock()
+			m.Lock()
 		}
-		if m.state == masterDown || n.isCut(c.client, m.id) {
-			m.mu.Unlock()
+		if m.StateLocked() == sim.Down || n.isCut(c.client, m.ID()) {
+			m.Unlock()
 			fails++
 			s.push(nil, errSimRefused)
 			continue
 		}
-		inc := m.incarnation
+		inc := m.IncarnationLocked()
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
-			m.mu.Unlock()
+			m.Unlock()
 			return
 		}
 		s.inc = inc
 		s.mu.Unlock()
-		m.subscribeLocked(s.channel, s)
-		changed := m.changed
-		m.mu.Unlock()
+		m.SubscribeLocked(s.channel, s)
+		changed := m.ChangedLocked()
+		m.Unlock()
 		fails = 0
 		// The confirmation travels back like a message.
 		s.mu.Lock()
@@ -817,7 +818,7 @@ func (s *simSub) run(inc int) {
 // pump delivers the messages in flight at their times while the master
 // stays in incarnation inc; it returns false on Close, true when the
 // master restarted (the connection broke: the messages in flight are lost).
-func (s *simSub) pump(inc int, changed chan struct{}) bool {
+func (s *simSub) pump(inc int, changed <-chan struct{}) bool {
 	c, n, m := s.c, s.c.net, s.c.m
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
@@ -842,7 +843,7 @@ func (s *simSub) pump(inc int, changed chan struct{}) bool {
 				case p.payload == "\x00subscribe":
 					n.resubscribed.Add(1)
 					s.push(&redis.Subscription{Kind: "subscribe", Channel: s.channel, Count: 1}, nil)
-				case p.lose || p.inc != inc || n.isCut(c.client, m.id):
+				case p.lose || p.inc != inc || n.isCut(c.client, m.ID()):
 					n.lost.Add(1)
 				default:
 					n.delivered.Add(1)
@@ -851,7 +852,7 @@ func (s *simSub) pump(inc int, changed chan struct{}) bool {
 						if n.hands == nil {
 							n.hands = map[string]bool{}
 						}
-						n.hands[strconv.Itoa(m.id)+" "+p.payload] = true
+						n.hands[strconv.Itoa(m.ID())+" "+p.payload] = true
 						n.handsMu.Unlock()
 					}
 					s.push(&redis.Message{Channel: s.channel, Payload: p.payload}, nil)
@@ -865,10 +866,10 @@ func (s *simSub) pump(inc int, changed chan struct{}) bool {
 			t.Stop()
 		case <-changed:
 			t.Stop()
-			m.mu.Lock()
-			restarted := m.incarnation != inc
-			changed = m.changed
-			m.mu.Unlock()
+			m.Lock()
+			restarted := m.IncarnationLocked() != inc
+			changed = m.ChangedLocked()
+			m.Unlock()
 			if restarted {
 				// The client learns it one delay later; what was in
 				// flight is lost.
@@ -974,4 +975,225 @@ func (n *simNet) handDelivered(master int, payload string) bool {
 	n.handsMu.Lock()
 	defer n.handsMu.Unlock()
 	return n.hands[strconv.Itoa(master)+" "+payload]
+}
+
+// The simulated masters (internal/sim) as the simulation's clients reach
+// them: each request the core built runs there as its command, its reply
+// read as the core reads it (decode), and the master keeps, for the
+// checker, which connection's acquire set a key or entered a hold, and
+// counts what the requests did.
+
+// simMaster is a sim.Master with what the simulation counts of the
+// requests it ran; the Master's lock guards those too.
+type simMaster struct {
+	*sim.Master
+	stats simWakeStats
+	// gateEarly counts the gated votes the restart gate let count while the
+	// master had been up less than the gate, by why (simGateEarly).
+	gateEarly simGateEarly
+	// shimErrs: what a request needed that internal/sim does not
+	// simulate; luaErrs: scripts that raised an error (a bug in the script
+	// when nobody changes keys by hand, as in the simulation). Both are
+	// reported, never ignored; at most maxSimErrs of each are kept.
+	shimErrs, luaErrs []error
+}
+
+const maxSimErrs = 10
+
+func newSimMaster(id int, epoch time.Time, offset time.Duration, rate float64) *simMaster {
+	return &simMaster{Master: sim.NewMaster(id, epoch, offset, rate)}
+}
+
+// simWakeStats counts what the release scripts did with the queues, as
+// seen from the commands they ran.
+type simWakeStats struct {
+	sim.WakeStats     // the PUBLISHes: hand-offs, wake-ups, dropped
+	registrations int // hand-off registrations that landed (Hand, Reg and Place set)
+	behind        int // Unlocks (Behind) that queued their call again after a subscriber was told
+	freeHand      int // registrations that freed nothing but handed the key
+	ghosts        int // plain releases of exactly a hand-off value (hand#reg)
+}
+
+func (s *simWakeStats) add(o simWakeStats) {
+	s.WakeStats.Add(o.WakeStats)
+	s.registrations += o.registrations
+	s.behind += o.behind
+	s.freeHand += o.freeHand
+	s.ghosts += o.ghosts
+}
+
+// wakeStats returns the master's counts.
+func (m *simMaster) wakeStats() simWakeStats {
+	m.Lock()
+	st := m.stats
+	m.Unlock()
+	st.WakeStats = m.Master.Stats()
+	return st
+}
+
+// holding returns the live lock keys and their entries at the end of a
+// run (sim.Master.Holding), without the fence counters and the queues.
+func (m *simMaster) holding() map[string]sim.Entry {
+	return m.Holding(func(key string) bool {
+		_, _, derived := derivedFrom(key)
+		return derived
+	})
+}
+
+// problems returns what the master could not simulate, and the scripts
+// that raised errors.
+func (m *simMaster) problems() []error {
+	m.Lock()
+	defer m.Unlock()
+	return append(append([]error(nil), m.shimErrs...), m.luaErrs...)
+}
+
+// applyLocked runs args, the command of q, on the master (its lock held,
+// master up), returns its reply, and keeps what the checker needs: which
+// connection's acquire set a key or entered a hold.
+func (m *simMaster) applyLocked(q *request, args []any, c *simConn) (reply any, err error) {
+	reply, err = m.execLocked(q, args)
+	if q.OK && q.Op == reqExtend && q.Repair {
+		m.MarkLocked(q.Key, q.Value, c, true) // set by extend.lua's renew: released as an acquired key is
+	}
+	if q.OK && (q.Op == reqAcquire || q.Op == reqAcquireFenced) {
+		m.MarkLocked(q.Key, q.Value, c, false)
+	}
+	return reply, err
+}
+
+// do runs q as a client of the master.
+func (m *simMaster) do(q *request) {
+	m.Lock()
+	defer m.Unlock()
+	m.execLocked(q, nil)
+}
+
+// execLocked runs q on the master as the production Node would have it
+// run (its lock held, master up): args, the command the core built for q
+// (nil: built here, as the core builds it), run on the keyspace (a script
+// in Lua), its reply read as the core reads it (decode). It returns the
+// reply the client gets.
+func (m *simMaster) execLocked(q *request, args []any) (reply any, rerr error) {
+	var cmd Command
+	if args == nil {
+		if !encode(q, &cmd) {
+			return nil, q.Err // an unknown Op: encode failed q
+		}
+		args = cmd.Args
+	}
+	// A gated vote is one script, the gate's check in front.
+	var cache *simGateCache // the gate's cache when the vote came
+	if gated(q) {
+		// The cache gates before issue 31 kept; none now.
+		if v, born, ok := m.KeyLocked(derivedKey(q.Key, "epoch")); ok {
+			cache = &simGateCache{v, born}
+		}
+	}
+	x := m.ExecLocked(args)
+	cmd.Reply, cmd.Err = x.Reply, x.Err
+	decode(q, &cmd)
+	if gated(q) {
+		m.noteGateLocked(q, x.Now, cache)
+	}
+	if x.ShimErr != nil {
+		if len(m.shimErrs) < maxSimErrs {
+			m.shimErrs = append(m.shimErrs, fmt.Errorf("%v: %w", q.Op, x.ShimErr))
+		}
+		q.OK, q.Fence, q.Woke, q.Err = false, 0, false, x.ShimErr
+		cmd.Reply, cmd.Err = nil, x.ShimErr
+	}
+	if x.LuaErr != nil && len(m.luaErrs) < maxSimErrs {
+		m.luaErrs = append(m.luaErrs, fmt.Errorf("%v: %w", q.Op, x.LuaErr))
+	}
+	if q.Op == reqRelease {
+		st := &m.stats
+		if q.Hand != "" && q.Reg != 0 && q.Place != 0 {
+			st.registrations++
+		}
+		if q.Hand != "" && q.Woke && !q.OK {
+			st.freeHand++
+		}
+		if q.Behind && x.Requeued {
+			st.behind++
+		}
+		if q.Hand == "" && q.Owner == "" && q.OK && strings.Contains(q.Value, "#") {
+			st.ghosts++
+		}
+	}
+	return cmd.Reply, cmd.Err
+}
+
+// simGateCache is the restart gate's cache (before issue 31) as a vote
+// found it: the start it held, and the incarnation that wrote it.
+type simGateCache struct {
+	str  string
+	born int
+}
+
+// simGateEarly counts the gated votes that a master's restart gate let
+// count before the master had been up for the gate (by its own clock), by
+// why the gate thought it had:
+//   - snapshot: its cache (EpochKey) holds the start of an earlier
+//     incarnation, loaded from the snapshot this one restarted from —
+//     issue 31's hole (A): the lock keys written after the snapshot are
+//     lost, and the gate trusts the old start;
+//   - rounding: its cache was made in this incarnation, from an
+//     uptime_in_seconds that read high (Redis counts it in whole seconds
+//     of the clock, not of the time up) — hole (B);
+//   - data: its cache holds an earlier incarnation's start, kept by a
+//     restart with its data (AOF): no write was lost, so no hole.
+type simGateEarly struct {
+	snapshot, rounding, data int
+	first                    []string // the first of each cause, described
+}
+
+func (g *simGateEarly) add(o simGateEarly) {
+	g.snapshot += o.snapshot
+	g.rounding += o.rounding
+	g.data += o.data
+	for _, f := range o.first {
+		if len(g.first) < 6 {
+			g.first = append(g.first, f)
+		}
+	}
+}
+
+// holes is how many early votes came through issue 31's holes.
+func (g *simGateEarly) holes() int { return g.snapshot + g.rounding }
+
+func (g simGateEarly) String() string {
+	return fmt.Sprintf("%d through a cache from a snapshot (A), %d through an uptime that read high (B), %d through a cache kept by a restart with data (no loss)",
+		g.snapshot, g.rounding, g.data)
+}
+
+// noteGateLocked counts q's vote in m.gateEarly when the restart gate (the
+// gated vote's reply) let it run before the master had been up q.Gate
+// at now (its clock, ns); cache was the gate's cache (nil: none) when the
+// gate ran.
+func (m *simMaster) noteGateLocked(q *request, now int64, cache *simGateCache) {
+	startedAt, inc := m.StartedAtLocked(), m.IncarnationLocked()
+	up := time.Duration(now - startedAt)
+	// The gate counts in whole ms: a vote less than a ms early is its
+	// arithmetic's, not a hole. A vote with an error did not get past the
+	// gate (a refusal, or a script that failed before the vote).
+	if q.Err != nil || up+time.Millisecond >= q.Gate {
+		return
+	}
+	why, n := "rounding", &m.gateEarly.rounding
+	if cache != nil && cache.born < inc {
+		why, n = "data", &m.gateEarly.data
+		if m.StartedFromLocked() == sim.RestartSnapshot {
+			why, n = "snapshot", &m.gateEarly.snapshot
+		}
+	}
+	if *n == 0 {
+		what := "no cache: made now from INFO"
+		if cache != nil {
+			what = fmt.Sprintf("cached start %q, made in incarnation %d", cache.str, cache.born)
+		}
+		m.gateEarly.first = append(m.gateEarly.first, fmt.Sprintf("%s: +%v master %d (incarnation %d, restarted %v) let a %v of %s count %v after its restart, gate %v (%s; uptime_in_seconds now %d)",
+			why, time.Since(m.Epoch()), m.ID(), inc, m.StartedFromLocked(), q.Op, q.Key, up, q.Gate, what, now/int64(time.Second)-startedAt/int64(time.Second)))
+	}
+	*n++
 }

@@ -1,8 +1,6 @@
-package redlock
+package sim
 
 import (
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -10,26 +8,23 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	lua "github.com/yuin/gopher-lua"
-	"github.com/yuin/gopher-lua/parse"
 )
 
-// The simulated masters' Redis (simmaster_test.go): a keyspace of strings,
-// hashes and sorted sets, each key expiring by the master's own clock; the
-// commands the Node sends and its scripts call, with Redis's semantics
-// (WRONGTYPE, NX, expiry, empty hashes and sorted sets deleted); and EVAL,
-// which runs the script the Node sent in a Lua 5.1 interpreter (gopher-lua)
-// with a redis library that converts between Lua and RESP as Redis 7.0
-// does. A master runs exactly the command the production code builds
-// (command in node.go) and hands the reply to the production parser
-// (readReply), so the simulation checks the real scripts, never a copy.
+// The master's Redis: a keyspace of strings, hashes and sorted sets, each
+// key expiring by the master's own clock; the commands the production Node
+// sends and the library's scripts call, with Redis's semantics (WRONGTYPE,
+// NX, expiry, empty hashes and sorted sets deleted); and EVAL, which runs
+// the script sent in a Lua 5.1 interpreter (lua.go) with a redis library
+// that converts between Lua and RESP as Redis 7.0 does. A master runs
+// exactly the command the production code builds and hands back the reply
+// as a Node hands it to the core, so the simulation checks the real
+// scripts, never a copy.
 //
 // A command, an option or an argument type the shim does not simulate
-// fails loudly: the request fails, and the master records it (shimErrs),
+// fails loudly: the command fails and ExecLocked says so (Result.ShimErr),
 // which the simulation and the agreement tests report. Known differences
 // from Redis, none of which today's scripts meet: gopher-lua converts a
 // number to a string for `..` and string.format('%s') with all its digits
@@ -61,13 +56,13 @@ type simKey struct {
 	// What the checker needs to know, not Redis state. It stays with the
 	// key while the key lives (PEXPIRE, HSET, HDEL keep it; SET makes a
 	// new key, DEL and expiry drop it).
-	setBy  *simConn            // a string key: the connection whose acquire set it
-	handTo string              // a string key a script set and then published about: the channel told
-	holdBy map[string]*simConn // a hash: the connection whose owned acquire entered each field
-	born   int                 // the master's incarnation that made the key (a snapshot keeps it)
+	setBy  any            // a string key: what set it (MarkLocked)
+	handTo string         // a string key a script set and then published about: the channel told
+	holdBy map[string]any // a hash: what entered each field (MarkLocked)
+	born   int            // the master's incarnation that made the key (a snapshot keeps it)
 }
 
-// clone copies k, for a snapshot (simMaster.save) and the restart that
+// clone copies k, for a snapshot (Master.save) and the restart that
 // loads it.
 func (k *simKey) clone() *simKey {
 	c := *k
@@ -124,9 +119,9 @@ const (
 )
 
 // simExec is one command's run on a master, a script's commands included
-// (m.mu held, master up).
+// (the master's lock held, master up).
 type simExec struct {
-	m *simMaster
+	m *Master
 	// now is the master's clock (ns) when the command began: Redis, too,
 	// judges expiry inside a script by the time the script started.
 	now      int64
@@ -199,7 +194,7 @@ func (x *simExec) dispatch(a []string) respValue {
 	name := strings.ToLower(a[0])
 	c, ok := simCommands[name]
 	if !ok {
-		return x.shimFail("command %q is not simulated (simredis_test.go)", a[0])
+		return x.shimFail("command %q is not simulated (internal/sim)", a[0])
 	}
 	if x.inScript && c.noScript {
 		return errReply("ERR This Redis command is not allowed from script")
@@ -683,11 +678,11 @@ func cmdPublish(x *simExec, a []string) respValue {
 	x.fresh = x.fresh[:0]
 	switch {
 	case n == 0:
-		x.m.stats.dropped++
+		x.m.stats.Dropped++
 	case handed:
-		x.m.stats.handoffs++
+		x.m.stats.Handoffs++
 	default:
-		x.m.stats.wakes++
+		x.m.stats.Wakes++
 	}
 	if n > 0 {
 		x.told = true
@@ -710,12 +705,12 @@ func cmdEval(x *simExec, a []string) respValue {
 }
 
 // onScriptGoroutine runs f on the master's script goroutine and returns
-// when f did (m.mu held). A request runs there: the interpreter needs a
+// when f did (the master's lock held). A request runs there: the interpreter needs a
 // deep stack (its pattern matcher recurses per character), and on the
 // simulated network's goroutines, short-lived, each script would grow
 // theirs by doublings, copying every frame each time; the script goroutine
 // grows its own once.
-func (m *simMaster) onScriptGoroutine(f func()) {
+func (m *Master) onScriptGoroutine(f func()) {
 	if m.scripts == nil {
 		m.scripts, m.scriptDone = make(chan func()), make(chan struct{})
 		go func(work <-chan func(), done chan<- struct{}) {
@@ -730,369 +725,13 @@ func (m *simMaster) onScriptGoroutine(f func()) {
 }
 
 // stopScripts ends the master's script goroutine, if it has one.
-func (m *simMaster) stopScripts() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+func (m *Master) StopScripts() {
+	m.Lock()
+	defer m.Unlock()
 	if m.scripts != nil {
 		close(m.scripts)
 		m.scripts = nil
 	}
-}
-
-// The Lua side.
-
-// simScript is a compiled script, shared by every Lua state.
-type simScript struct {
-	proto *lua.FunctionProto
-	name  string // its SHA1, as Redis names it in errors
-	err   error
-}
-
-var simScripts sync.Map // script text → *simScript
-
-func compileScript(src string) *simScript {
-	if s, ok := simScripts.Load(src); ok {
-		return s.(*simScript)
-	}
-	sum := sha1.Sum([]byte(src))
-	s := &simScript{name: hex.EncodeToString(sum[:])}
-	chunk, err := parse.Parse(strings.NewReader(src), "user_script")
-	if err == nil {
-		if s.proto, err = lua.Compile(chunk, "user_script"); err == nil {
-			// Lua 5.1 gives a chunk that does not use '...' a local 'arg'
-			// table (LUA_COMPAT_VARARG); making it costs gopher-lua two maps
-			// per call, a third of the simulation's garbage. Here 'arg' is
-			// nil.
-			s.proto.IsVarArg &^= lua.VarArgNeedsArg
-		}
-	}
-	s.err = err
-	v, _ := simScripts.LoadOrStore(src, s)
-	return v.(*simScript)
-}
-
-// simLua is a Lua state with Redis's libraries and its redis table, which
-// run the commands of whichever request x is running. States are reused
-// (simLuaFree): a script leaves nothing behind (globals are read-only, as
-// in Redis).
-type simLua struct {
-	L    *lua.LState
-	x    *simExec
-	args []string
-}
-
-// simLuaFree holds the states no script is running in: as many as ran at
-// once. Not a sync.Pool: that one drops its states at every GC, and a
-// quarter of them on every Put under -race, and a new state costs far more
-// than a script.
-var simLuaFree struct {
-	sync.Mutex
-	states []*simLua
-}
-
-func getSimLua() *simLua {
-	simLuaFree.Lock()
-	defer simLuaFree.Unlock()
-	if n := len(simLuaFree.states); n > 0 {
-		s := simLuaFree.states[n-1]
-		simLuaFree.states = simLuaFree.states[:n-1]
-		return s
-	}
-	return newSimLua()
-}
-
-func putSimLua(s *simLua) {
-	simLuaFree.Lock()
-	defer simLuaFree.Unlock()
-	simLuaFree.states = append(simLuaFree.states, s)
-}
-
-func newSimLua() *simLua {
-	s := &simLua{L: lua.NewState(lua.Options{SkipOpenLibs: true, CallStackSize: 200,
-		RegistrySize: 1024, RegistryGrowStep: 256, RegistryMaxSize: 1 << 20})}
-	L := s.L
-	for _, lib := range []struct {
-		name string
-		open lua.LGFunction
-	}{{lua.BaseLibName, lua.OpenBase}, {lua.TabLibName, lua.OpenTable}, {lua.StringLibName, lua.OpenString}, {lua.MathLibName, lua.OpenMath}} {
-		L.Push(L.NewFunction(lib.open))
-		L.Push(lua.LString(lib.name))
-		L.Call(1, 0)
-	}
-	g := L.G.Global
-	for _, f := range []string{"loadfile", "dofile", "_printregs"} {
-		g.RawSetString(f, lua.LNil) // as Redis removes them
-	}
-	// tostring as Lua 5.1 writes numbers (%.14g).
-	g.RawSetString("tostring", L.NewFunction(func(L *lua.LState) int {
-		v := L.CheckAny(1)
-		if n, ok := v.(lua.LNumber); ok {
-			L.Push(lua.LString(luaNumber14(float64(n))))
-		} else {
-			L.Push(L.ToStringMeta(v))
-		}
-		return 1
-	}))
-	strlib := g.RawGetString("string").(*lua.LTable)
-	strlib.RawSetString("find", L.NewFunction(func(L *lua.LState) int { return luaStrFindAux(L, true) }))
-	strlib.RawSetString("match", L.NewFunction(func(L *lua.LState) int { return luaStrFindAux(L, false) }))
-	r := L.NewTable()
-	r.RawSetString("call", L.NewFunction(func(L *lua.LState) int { return s.call(L, true) }))
-	r.RawSetString("pcall", L.NewFunction(func(L *lua.LState) int { return s.call(L, false) }))
-	r.RawSetString("error_reply", L.NewFunction(luaErrorReply))
-	r.RawSetString("status_reply", L.NewFunction(luaStatusReply))
-	r.RawSetString("sha1hex", L.NewFunction(func(L *lua.LState) int {
-		sum := sha1.Sum([]byte(L.CheckString(1)))
-		L.Push(lua.LString(hex.EncodeToString(sum[:])))
-		return 1
-	}))
-	r.RawSetString("log", L.NewFunction(func(*lua.LState) int { return 0 }))
-	for i, n := range []string{"LOG_DEBUG", "LOG_VERBOSE", "LOG_NOTICE", "LOG_WARNING"} {
-		r.RawSetString(n, lua.LNumber(i))
-	}
-	g.RawSetString("redis", r)
-	// Globals protection: reading a global that does not exist, or
-	// writing one, is an error.
-	mt := L.NewTable()
-	mt.RawSetString("__index", L.NewFunction(func(L *lua.LState) int {
-		L.RaiseError("Script attempted to access nonexistent global variable '%s'", L.CheckString(2))
-		return 0
-	}))
-	mt.RawSetString("__newindex", L.NewFunction(func(L *lua.LState) int {
-		L.RaiseError("Attempt to modify a readonly table")
-		return 0
-	}))
-	L.SetMetatable(g, mt)
-	return s
-}
-
-// luaNumber14 is a number as Lua 5.1 writes it ("%.14g").
-func luaNumber14(f float64) string {
-	switch {
-	case math.IsInf(f, 1):
-		return "inf"
-	case math.IsInf(f, -1):
-		return "-inf"
-	case math.IsNaN(f):
-		return "nan"
-	}
-	return fmt.Sprintf("%.14g", f)
-}
-
-// luaNumberArg is a number passed to redis.call as Redis 7.0 writes it
-// ("%.17g").
-func luaNumberArg(f float64) string {
-	if f == math.Trunc(f) && math.Abs(f) < 1e17 {
-		return strconv.FormatInt(int64(f), 10)
-	}
-	switch {
-	case math.IsInf(f, 1):
-		return "inf"
-	case math.IsInf(f, -1):
-		return "-inf"
-	case math.IsNaN(f):
-		return "nan"
-	}
-	return fmt.Sprintf("%.17g", f)
-}
-
-// redisErrorText is the text of the error table Redis makes from err:
-// "-CODE msg" or "msg" (code ERR, as is a "-word" without a space), with
-// \r and \n trimmed from the message.
-func redisErrorText(err string) string {
-	code, msg := "ERR", err
-	if rest, ok := strings.CutPrefix(err, "-"); ok {
-		if c, m, ok := strings.Cut(rest, " "); ok {
-			code, msg = c, m
-		} else {
-			msg = rest
-		}
-	}
-	return code + " " + strings.Trim(msg, "\r\n")
-}
-
-func luaErrorTable(L *lua.LState, text string) *lua.LTable {
-	t := L.CreateTable(0, 1)
-	t.RawSetString("err", lua.LString(text))
-	return t
-}
-
-func luaErrorReply(L *lua.LState) int {
-	s, ok := L.Get(1).(lua.LString)
-	if L.GetTop() != 1 || !ok {
-		L.Push(luaErrorTable(L, redisErrorText("wrong number or type of arguments")))
-		return 1
-	}
-	e := string(s)
-	if !strings.HasPrefix(e, "-") {
-		e = "-" + e
-	}
-	L.Push(luaErrorTable(L, redisErrorText(e)))
-	return 1
-}
-
-func luaStatusReply(L *lua.LState) int {
-	s, ok := L.Get(1).(lua.LString)
-	if L.GetTop() != 1 || !ok {
-		L.Push(luaErrorTable(L, redisErrorText("wrong number or type of arguments")))
-		return 1
-	}
-	t := L.CreateTable(0, 1)
-	t.RawSetString("ok", s)
-	L.Push(t)
-	return 1
-}
-
-// call is redis.call (raise) and redis.pcall: it runs a command and
-// converts its reply to Lua (an error reply: a table {err=...}, raised by
-// redis.call). What the shim does not simulate is raised either way.
-func (s *simLua) call(L *lua.LState, raise bool) int {
-	fail := func(text string) int {
-		t := luaErrorTable(L, text)
-		if raise {
-			L.Error(t, 1)
-			return 0
-		}
-		L.Push(t)
-		return 1
-	}
-	n := L.GetTop()
-	if n == 0 {
-		return fail("ERR Please specify at least one argument for this redis lib call")
-	}
-	args := s.args[:0]
-	for i := 1; i <= n; i++ {
-		switch v := L.Get(i).(type) {
-		case lua.LString:
-			args = append(args, string(v))
-		case lua.LNumber:
-			args = append(args, luaNumberArg(float64(v)))
-		default:
-			return fail("ERR Lua redis lib command arguments must be strings or integers")
-		}
-	}
-	s.args = args
-	r := s.x.dispatch(args)
-	clear(s.args) // the strings are the script's; let them go
-	if err := s.x.shimErr; err != nil {
-		L.RaiseError("%v", err)
-	}
-	if r.kind == respErr {
-		return fail(redisErrorText("-" + r.s))
-	}
-	L.Push(respToLua(L, r))
-	return 1
-}
-
-// respToLua converts a command's reply to Lua (RESP2 rules, the scripts'
-// default): integer → number, bulk → string, nil → false, status → {ok=},
-// error → {err=}, array → table (a nil element → false).
-func respToLua(L *lua.LState, r respValue) lua.LValue {
-	switch r.kind {
-	case respInt:
-		return lua.LNumber(r.n)
-	case respBulk:
-		return lua.LString(r.s)
-	case respStatus:
-		t := L.CreateTable(0, 1)
-		t.RawSetString("ok", lua.LString(r.s))
-		return t
-	case respErr:
-		return luaErrorTable(L, r.s)
-	case respArray:
-		t := L.CreateTable(len(r.arr), 0)
-		for i, e := range r.arr {
-			t.RawSetInt(i+1, respToLua(L, e))
-		}
-		return t
-	}
-	return lua.LFalse
-}
-
-// luaToResp converts a script's reply as Redis does: number → integer
-// (truncated), string → bulk, a table with err → error, with ok → status,
-// else an array up to its first nil; true → 1; false and nil → nil. Redis
-// 7.0 converts so over RESP3 connections too (TestSimLuaAgreesWithRedis),
-// unless the script called redis.setresp(3), which the shim does not have.
-func luaToResp(v lua.LValue) respValue {
-	switch v := v.(type) {
-	case lua.LNumber:
-		return intReply(int64(v))
-	case lua.LString:
-		return bulkReply(string(v))
-	case lua.LBool:
-		if v {
-			return intReply(1)
-		}
-	case *lua.LTable:
-		if e, ok := v.RawGetString("err").(lua.LString); ok {
-			return errReply(crlfToSpace.Replace(string(e)))
-		}
-		if s, ok := v.RawGetString("ok").(lua.LString); ok {
-			return statusReply(string(s))
-		}
-		r := respValue{kind: respArray}
-		for i := 1; ; i++ {
-			e := v.RawGetInt(i)
-			if e == lua.LNil {
-				break
-			}
-			r.arr = append(r.arr, luaToResp(e))
-		}
-		return r
-	}
-	return respValue{}
-}
-
-// crlfToSpace: an error reply is one line.
-var crlfToSpace = strings.NewReplacer("\r", " ", "\n", " ")
-
-// eval runs a script with its KEYS and ARGV.
-func (x *simExec) eval(src string, keys, argv []string) respValue {
-	sc := compileScript(src)
-	if sc.err != nil {
-		return errReply("ERR Error compiling script (new function): " + sc.err.Error())
-	}
-	s := getSimLua()
-	defer putSimLua(s)
-	L := s.L
-	s.x, x.inScript = x, true
-	defer func() { s.x, x.inScript = nil, false }()
-	g := L.G.Global
-	g.RawSetString("KEYS", luaArray(L, keys))
-	g.RawSetString("ARGV", luaArray(L, argv))
-	L.Push(L.NewFunctionFromProto(sc.proto))
-	err := L.PCall(0, 1, nil)
-	defer L.SetTop(0)
-	if err != nil {
-		var ae *lua.ApiError
-		text := err.Error()
-		if errors.As(err, &ae) {
-			if t, ok := ae.Object.(*lua.LTable); ok {
-				if e, ok := t.RawGetString("err").(lua.LString); ok {
-					text = string(e)
-				}
-			} else {
-				text = "ERR " + ae.Object.String()
-			}
-			if ae.Type == lua.ApiErrorPanic && x.shimErr == nil {
-				x.shimErr = fmt.Errorf("sim: the Lua shim panicked: %v", ae.Object)
-			}
-		}
-		if x.luaErr == nil {
-			x.luaErr = fmt.Errorf("script %s raised: %s", sc.name, text)
-		}
-		return errReply(text + " script: " + sc.name)
-	}
-	return luaToResp(L.Get(-1))
-}
-
-func luaArray(L *lua.LState, vs []string) *lua.LTable {
-	t := L.CreateTable(len(vs), 0)
-	for i, v := range vs {
-		t.RawSetInt(i+1, lua.LString(v))
-	}
-	return t
 }
 
 // cmdArgs converts a go-redis command's arguments to the words sent, as
@@ -1181,154 +820,89 @@ func respReply(r respValue) (any, error) {
 	return respGo(r), nil
 }
 
-// setCmdReply hands r to cmd as go-redis would have read it.
-func setCmdReply(cmd redis.Cmder, r respValue) error {
-	if r.kind == respErr {
-		cmd.SetErr(simRedisError(r.s))
-		return nil
-	}
-	if r.kind == respNil {
-		cmd.SetErr(redis.Nil)
-		return nil
-	}
-	switch c := cmd.(type) {
-	case *redis.StatusCmd:
-		switch r.kind {
-		case respStatus, respBulk:
-			c.SetVal(r.s)
-		case respInt:
-			c.SetVal(strconv.FormatInt(r.n, 10))
-		default:
-			return fmt.Errorf("sim: a %T cannot read a reply of kind %d", cmd, r.kind)
-		}
-	case *redis.Cmd:
-		c.SetVal(respGo(r))
-	default:
-		return fmt.Errorf("sim: replies to a %T are not simulated (simredis_test.go)", cmd)
-	}
-	return nil
+// Result is what ExecLocked did.
+type Result struct {
+	// Reply and Err are the reply as a Node hands it to the core: nil for
+	// a nil reply, an int64 for an integer, a string for a simple or bulk
+	// string, a []any of these for an array; an error reply as Err (a
+	// redis.Error).
+	Reply any
+	Err   error
+	// Now is the master's clock (unix ns) when the command began.
+	Now int64
+	// ShimErr is what the command needed that the shim does not simulate
+	// (Err then says so too); LuaErr the error a script raised (not an
+	// error reply it returned).
+	ShimErr, LuaErr error
+	// Requeued: a script added to a sorted set after one of its PUBLISHes
+	// reached a subscriber (a release queued its call again after it told
+	// a waiter).
+	Requeued bool
 }
 
-// execLocked runs q on the master as the production Node would have it
-// run (m.mu held, master up): args, the command the core built for q (nil:
-// built here, as the core builds it), run on the keyspace (a script in
-// Lua), its reply read as the core reads it (decode). It returns the reply
-// the client gets.
-func (m *simMaster) execLocked(q *request, args []any) (reply any, rerr error) {
-	var cmd Command
-	if args == nil {
-		if !encode(q, &cmd) {
-			return nil, q.Err // an unknown Op: encode failed q
-		}
-		args = cmd.Args
-	}
-	x := simExec{m: m, now: m.clockLocked()}
-	// A gated vote is one script, the gate's check in front.
-	var cache *simKey // the gate's cache when the vote came
-	if gated(q) {
-		cache = x.lookup(derivedKey(q.Key, "epoch")) // the cache gates before issue 31 kept; none now
-	}
+// ExecLocked runs the command args on the master, which must be up: its
+// name, then its arguments (strings, []byte, integers, floats, bools or
+// durations, written as go-redis writes them).
+func (m *Master) ExecLocked(args []any) Result {
+	x := simExec{m: m, now: m.ClockLocked()}
 	var r respValue
 	if words, err := cmdArgs(args); err != nil {
 		r = x.shimFail("%v", err)
 	} else {
-		r = x.dispatch(words)
+		m.onScriptGoroutine(func() { r = x.dispatch(words) })
 	}
-	cmd.Reply, cmd.Err = respReply(r)
-	decode(q, &cmd)
-	if gated(q) {
-		m.noteGateLocked(q, x.now, cache)
-	}
-	if x.shimErr != nil {
-		if len(m.shimErrs) < maxSimErrs {
-			m.shimErrs = append(m.shimErrs, fmt.Errorf("%v: %w", q.Op, x.shimErr))
-		}
-		q.OK, q.Fence, q.Woke, q.Err = false, 0, false, x.shimErr
-		cmd.Reply, cmd.Err = nil, x.shimErr
-	}
-	if x.luaErr != nil && len(m.luaErrs) < maxSimErrs {
-		m.luaErrs = append(m.luaErrs, fmt.Errorf("%v: %w", q.Op, x.luaErr))
-	}
-	if q.Op == reqRelease {
-		st := &m.stats
-		if q.Hand != "" && q.Reg != 0 && q.Place != 0 {
-			st.registrations++
-		}
-		if q.Hand != "" && q.Woke && !q.OK {
-			st.freeHand++
-		}
-		if q.Behind && x.addedLast {
-			st.behind++
-		}
-		if q.Hand == "" && q.Owner == "" && q.OK && strings.Contains(q.Value, "#") {
-			st.ghosts++
-		}
-	}
-	return cmd.Reply, cmd.Err
+	res := Result{Now: x.now, ShimErr: x.shimErr, LuaErr: x.luaErr, Requeued: x.addedLast}
+	res.Reply, res.Err = respReply(r)
+	return res
 }
 
-// simGateEarly counts the gated votes that a master's restart gate let
-// count before the master had been up for the gate (by its own clock), by
-// why the gate thought it had:
-//   - snapshot: its cache (EpochKey) holds the start of an earlier
-//     incarnation, loaded from the snapshot this one restarted from —
-//     issue 31's hole (A): the lock keys written after the snapshot are
-//     lost, and the gate trusts the old start;
-//   - rounding: its cache was made in this incarnation, from an
-//     uptime_in_seconds that read high (Redis counts it in whole seconds
-//     of the clock, not of the time up) — hole (B);
-//   - data: its cache holds an earlier incarnation's start, kept by a
-//     restart with its data (AOF): no write was lost, so no hole.
-type simGateEarly struct {
-	snapshot, rounding, data int
-	first                    []string // the first of each cause, described
+// KeyLocked returns key's value if it is a string key, and the
+// incarnation of the master that made it (a restart with data or from a
+// snapshot keeps a key's); ok false if key does not exist.
+func (m *Master) KeyLocked(key string) (value string, born int, ok bool) {
+	x := simExec{m: m, now: m.ClockLocked()}
+	k := x.lookup(key)
+	if k == nil {
+		return "", 0, false
+	}
+	return k.str, k.born, true
 }
 
-func (g *simGateEarly) add(o simGateEarly) {
-	g.snapshot += o.snapshot
-	g.rounding += o.rounding
-	g.data += o.data
-	for _, f := range o.first {
-		if len(g.first) < 6 {
-			g.first = append(g.first, f)
-		}
-	}
+// KeyView is a key as TYPE, GET, HGETALL, ZRANGE WITHSCORES and PTTL show
+// it.
+type KeyView struct {
+	Kind   string // TYPE's: "none", "string", "hash", "zset"
+	Str    string
+	Hash   map[string]string
+	Zset   []redis.Z
+	PTTLMs int64 // -1: no TTL; -2: no key
 }
 
-// holes is how many early votes came through issue 31's holes.
-func (g *simGateEarly) holes() int { return g.snapshot + g.rounding }
-
-func (g simGateEarly) String() string {
-	return fmt.Sprintf("%d through a cache from a snapshot (A), %d through an uptime that read high (B), %d through a cache kept by a restart with data (no loss)",
-		g.snapshot, g.rounding, g.data)
+func (v KeyView) String() string {
+	return fmt.Sprintf("%s %q %v %v pttl %dms", v.Kind, v.Str, v.Hash, v.Zset, v.PTTLMs)
 }
 
-// noteGateLocked counts q's vote in m.gateEarly when the restart gate (the
-// gated vote's reply) let it run before the master had been up q.Gate
-// at now (its clock, ns); cache was the gate's cache (nil: none) when the
-// gate ran.
-func (m *simMaster) noteGateLocked(q *request, now int64, cache *simKey) {
-	up := time.Duration(now - m.startedAt)
-	// The gate counts in whole ms: a vote less than a ms early is its
-	// arithmetic's, not a hole. A vote with an error did not get past the
-	// gate (a refusal, or a script that failed before the vote).
-	if q.Err != nil || up+time.Millisecond >= q.Gate {
-		return
+// View returns key as it is now.
+func (m *Master) View(name string) KeyView {
+	m.Lock()
+	defer m.Unlock()
+	x := simExec{m: m, now: m.ClockLocked()}
+	k := x.lookup(name)
+	if k == nil {
+		return KeyView{Kind: "none", PTTLMs: -2}
 	}
-	why, n := "rounding", &m.gateEarly.rounding
-	if cache != nil && cache.born < m.incarnation {
-		why, n = "data", &m.gateEarly.data
-		if m.startedFrom == restartSnapshot {
-			why, n = "snapshot", &m.gateEarly.snapshot
+	v := KeyView{Kind: k.kind.String(), Str: k.str, PTTLMs: -1}
+	if k.expireAt != 0 {
+		v.PTTLMs = (k.expireAt - x.now) / int64(time.Millisecond)
+	}
+	if k.kind == kindHash {
+		v.Hash = map[string]string{}
+		for _, f := range k.hash {
+			v.Hash[f.name] = f.value
 		}
 	}
-	if *n == 0 {
-		what := "no cache: made now from INFO"
-		if cache != nil {
-			what = fmt.Sprintf("cached start %q, made in incarnation %d", cache.str, cache.born)
-		}
-		m.gateEarly.first = append(m.gateEarly.first, fmt.Sprintf("%s: +%v master %d (incarnation %d, restarted %v) let a %v of %s count %v after its restart, gate %v (%s; uptime_in_seconds now %d)",
-			why, time.Since(m.epoch), m.id, m.incarnation, m.startedFrom, q.Op, q.Key, up, q.Gate, what, now/int64(time.Second)-m.startedAt/int64(time.Second)))
+	for _, mem := range k.members() {
+		v.Zset = append(v.Zset, redis.Z{Score: k.zset[mem], Member: mem})
 	}
-	*n++
+	return v
 }
