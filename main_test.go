@@ -1,16 +1,21 @@
 package redlock
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/redlock/redlock/internal/redistest"
 )
 
@@ -112,3 +117,324 @@ func count(vs []string, v string) int {
 	}
 	return n
 }
+
+// fakeMaster is a tiny server speaking RESP on loopback, for the one thing a
+// real master cannot be made to do: answer garbage. It completes go-redis's
+// connection handshake (HELLO is refused, so the client falls back to RESP2;
+// CLIENT SETINFO is accepted) and answers every other command with the same
+// canned bytes. With hangUp it closes the connection after each answer, so a
+// truncated frame ends in EOF at once; without, the client waits for the rest
+// until its deadline.
+type fakeMaster struct {
+	ln     net.Listener
+	reply  []byte
+	hangUp bool
+
+	wg    sync.WaitGroup
+	mu    sync.Mutex // guards conns
+	conns map[net.Conn]bool
+}
+
+// startFake starts a fakeMaster answering reply on a loopback port; it stops
+// with the test.
+func startFake(t testing.TB, reply []byte, hangUp bool) *fakeMaster {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := pipeFake(t, reply, hangUp)
+	f.ln = ln
+	f.wg.Add(1)
+	go f.accept()
+	return f
+}
+
+// pipeFake returns a fakeMaster without a port: its clients (pipeNode) reach
+// it over in-memory pipes, so a fuzzer can dial it thousands of times a
+// second without running the machine out of ports. It stops with the test.
+func pipeFake(t testing.TB, reply []byte, hangUp bool) *fakeMaster {
+	f := &fakeMaster{reply: reply, hangUp: hangUp, conns: map[net.Conn]bool{}}
+	t.Cleanup(f.stop)
+	return f
+}
+
+func (f *fakeMaster) Addr() string { return f.ln.Addr().String() }
+
+// pipeNode returns a function that makes a Node on a client of its own,
+// connected to f over in-memory pipes.
+func (f *fakeMaster) pipeNode(t testing.TB) func() Node {
+	return func() Node {
+		c := redis.NewClient(&redis.Options{Addr: "192.0.2.1:6379", // TEST-NET: an IP, so nothing is looked up, MaxRetries: -1, DialerRetries: 1,
+			ContextTimeoutEnabled: true,
+			// go-redis replays once, after a backoff, a command whose
+			// connection dropped before it was written; no waiting here.
+			MinRetryBackoff: -1, MaxRetryBackoff: -1,
+			Dialer: func(context.Context, string, string) (net.Conn, error) {
+				client, server := net.Pipe()
+				f.track(server)
+				return client, nil
+			}})
+		t.Cleanup(func() { c.Close() })
+		return NewNode(c)
+	}
+}
+
+// client returns a go-redis client for the fake, without retries, that
+// keeps to the context's deadline (go-redis ignores it otherwise and waits
+// for its ReadTimeout).
+func (f *fakeMaster) client(t testing.TB) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: f.Addr(), MaxRetries: -1, DialerRetries: 1,
+		DialTimeout: time.Second, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// node returns a function that makes a Node on a client of its own.
+func (f *fakeMaster) node(t testing.TB) func() Node {
+	return func() Node { return NewNode(f.client(t)) }
+}
+
+func (f *fakeMaster) stop() {
+	if f.ln != nil {
+		f.ln.Close()
+	}
+	f.mu.Lock()
+	for c := range f.conns {
+		c.Close()
+	}
+	f.mu.Unlock()
+	f.wg.Wait()
+}
+
+func (f *fakeMaster) accept() {
+	defer f.wg.Done()
+	for {
+		c, err := f.ln.Accept()
+		if err != nil {
+			return
+		}
+		f.track(c)
+	}
+}
+
+// track serves c until it closes or f stops.
+func (f *fakeMaster) track(c net.Conn) {
+	f.mu.Lock()
+	f.conns[c] = true
+	f.mu.Unlock()
+	f.wg.Add(1)
+	go f.serve(c)
+}
+
+func (f *fakeMaster) serve(c net.Conn) {
+	defer f.wg.Done()
+	defer func() {
+		f.mu.Lock()
+		delete(f.conns, c)
+		f.mu.Unlock()
+		c.Close()
+	}()
+	r := bufio.NewReader(c)
+	for {
+		cmd, err := readCommand(r)
+		if err != nil {
+			return
+		}
+		switch cmd {
+		case "HELLO":
+			_, err = io.WriteString(c, "-ERR unknown command 'HELLO'\r\n")
+		case "CLIENT":
+			_, err = io.WriteString(c, "+OK\r\n")
+		default:
+			_, err = c.Write(f.reply)
+			if f.hangUp {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// readCommand reads one command (an array of bulk strings) and returns its
+// name in upper case.
+func readCommand(r *bufio.Reader) (string, error) {
+	n, err := readHeader(r, '*')
+	if err != nil {
+		return "", err
+	}
+	var name string
+	for i := range n {
+		size, err := readHeader(r, '$')
+		if err != nil {
+			return "", err
+		}
+		buf := make([]byte, size+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", err
+		}
+		if i == 0 {
+			name = strings.ToUpper(string(buf[:size]))
+		}
+	}
+	return name, nil
+}
+
+func readHeader(r *bufio.Reader, kind byte) (int, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return 0, err
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if len(line) < 2 || line[0] != kind {
+		return 0, fmt.Errorf("fake master: want %c, got %q", kind, line)
+	}
+	n, err := strconv.Atoi(line[1:])
+	if err != nil || n < 0 || n > 1<<30 {
+		return 0, fmt.Errorf("fake master: bad length %q", line)
+	}
+	return n, nil
+}
+
+// faultNode wraps a real master's Node and injects the faults a real server
+// cannot be made to produce on demand. It passes the commands of a batch to
+// the wrapped Node one at a time, in order, so that each can be held back or
+// have its reply withheld on its own; the batch's context bounds every wait.
+// The zero faults pass every request through.
+type faultNode struct {
+	Node
+	// acquireDelay holds each acquire back (as a slow network would) before
+	// it is sent.
+	acquireDelay atomic.Int64
+	// lateReply sends each acquire detached from the context, so it lands,
+	// then withholds the reply until the context ends: a SET that landed
+	// although the client saw a timeout.
+	lateReply atomic.Bool
+	// replyDelay holds each acquire's reply back after the master answered
+	// (as a slow return path would).
+	replyDelay atomic.Int64
+	// acquired counts the acquires that returned.
+	acquired atomic.Int64
+	// releases counts the releases sent to the master.
+	releases atomic.Int64
+	// extendDelay holds each extend back before it is sent.
+	extendDelay atomic.Int64
+	// extends counts the extends sent; extendsDone is when the last one
+	// returned, and firstRelease when the first release was sent
+	// (UnixNano; 0: never).
+	extends                   atomic.Int64
+	extendsDone, firstRelease atomic.Int64
+	// strayTTL, when set, makes each extend to that TTL (in ns) a straggler:
+	// held back for strayDelay and then sent detached from the context,
+	// while the caller sees the context's error when it ends — a request
+	// that timed out and went on in the network after go-redis dropped its
+	// connection, landing after the requests sent later. strayed counts the
+	// stragglers that landed.
+	strayTTL, strayDelay, strayed atomic.Int64
+	// failTTL, when set, fails each extend to that TTL (in ns) without
+	// sending it.
+	failTTL atomic.Int64
+	// during, when set, runs as each request of its Op is sent (a clock
+	// that jumps while a request is in flight).
+	during atomic.Pointer[func(*request)]
+}
+
+func wrap(n Node) *faultNode { return &faultNode{Node: n} }
+
+// wait sleeps for the delay in d, or until ctx ends.
+func wait(ctx context.Context, d0 *atomic.Int64) error {
+	d := time.Duration(d0.Load())
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (f *faultNode) Exec(ctx context.Context, cmds []*Command) {
+	for _, c := range cmds {
+		if err := ctx.Err(); err != nil {
+			c.Err = err
+			continue
+		}
+		q := c.req
+		if q == nil { // a WAIT
+			f.Node.Exec(ctx, []*Command{c})
+			continue
+		}
+		if during := f.during.Load(); during != nil {
+			(*during)(q)
+		}
+		switch q.Op {
+		case reqAcquire, reqAcquireFenced:
+			f.acquire(ctx, c)
+		case reqExtend:
+			f.extends.Add(1)
+			if f.extendFault(c) {
+				continue
+			}
+			if c.Err = wait(ctx, &f.extendDelay); c.Err == nil {
+				f.Node.Exec(ctx, []*Command{c})
+			}
+			f.extendsDone.Store(time.Now().UnixNano())
+		case reqRelease:
+			f.releases.Add(1)
+			f.firstRelease.CompareAndSwap(0, time.Now().UnixNano())
+			f.Node.Exec(ctx, []*Command{c})
+		default:
+			f.Node.Exec(ctx, []*Command{c})
+		}
+	}
+}
+
+// extendFault applies strayTTL and failTTL to the extend c and reports
+// whether it did.
+func (f *faultNode) extendFault(c *Command) bool {
+	switch int64(c.req.TTL) {
+	case f.failTTL.Load():
+		c.Err = errReplyLost
+		return true
+	case f.strayTTL.Load():
+		stray := &Command{Args: slices.Clone(c.Args), Key: c.Key, Keys: c.Keys}
+		d := time.Duration(f.strayDelay.Load())
+		go func() {
+			time.Sleep(d)
+			f.Node.Exec(context.Background(), []*Command{stray})
+			f.strayed.Add(1)
+		}()
+		// The client sees the failure at once (a connection reset with the
+		// request still on its way), not at the batch's deadline: that
+		// deadline may be a later request's, queued in the same batch.
+		c.Reply, c.Err = nil, errReplyLost
+		return true
+	}
+	return false
+}
+
+func (f *faultNode) acquire(ctx context.Context, c *Command) {
+	if c.Err = wait(ctx, &f.acquireDelay); c.Err != nil {
+		return
+	}
+	if f.lateReply.Load() {
+		f.Node.Exec(context.WithoutCancel(ctx), []*Command{c})
+		<-ctx.Done()
+		c.Reply, c.Err = nil, ctx.Err()
+		return
+	}
+	defer f.acquired.Add(1)
+	f.Node.Exec(ctx, []*Command{c})
+	if err := wait(ctx, &f.replyDelay); err != nil {
+		c.Reply, c.Err = nil, err
+	}
+}
+
+// onSend makes f call fn as each request is sent.
+func (f *faultNode) onSend(fn func(*request)) { f.during.Store(&fn) }

@@ -12,7 +12,7 @@
 // scripts reach it inside the EVALs the core builds, so the simulation
 // runs the real scripts of lua/, never a copy. Its network, the Nodes
 // that reach it, and what the checker makes of its keys are the root's
-// test (sim_test.go, simnet_test.go).
+// test (sim_test.go).
 //
 // A Master is meant for testing/synctest bubbles: its clock counts from
 // time.Now, which is virtual there.
