@@ -449,7 +449,9 @@ func unlockAll(tb testing.TB, locks []*Lock) {
 	tb.Helper()
 	next := make(chan *Lock)
 	var failed atomic.Int64
-	var first atomic.Value
+	// The first failure: a Value would panic on a second error of another
+	// type (CompareAndSwap of inconsistently typed values).
+	var first atomic.Pointer[error]
 	var wg sync.WaitGroup
 	for range 32 {
 		wg.Go(func() {
@@ -459,7 +461,7 @@ func unlockAll(tb testing.TB, locks []*Lock) {
 				}
 				if err := l.Unlock(context.Background()); err != nil {
 					failed.Add(1)
-					first.CompareAndSwap(nil, err)
+					first.CompareAndSwap(nil, &err)
 				}
 			}
 		})
@@ -470,7 +472,7 @@ func unlockAll(tb testing.TB, locks []*Lock) {
 	close(next)
 	wg.Wait()
 	if n := failed.Load(); n > 0 {
-		tb.Errorf("%d of %d Unlocks failed, the first with: %v", n, len(locks), first.Load())
+		tb.Errorf("%d of %d Unlocks failed, the first with: %v", n, len(locks), *first.Load())
 	}
 }
 
