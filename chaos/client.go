@@ -3,29 +3,68 @@ package chaos
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 	"github.com/redlock/redlock"
 	"github.com/redlock/redlock/chaos/cluster"
+	"github.com/redlock/redlock/redlockrueidis"
 )
 
-// client is one contender: its own go-redis client per master, and its own
-// Redlock over them, as a separate process would have.
-type client struct {
-	id  int
-	rdb []redis.UniversalClient
-	rl  *redlock.Redlock
+// Adapters: what a contender reaches its masters through ([Config.Adapter]).
+const (
+	AdapterGoRedis = "go-redis" // go-redis clients, the library's own Node ([redlock.NewNode])
+	AdapterRueidis = "rueidis"  // rueidis clients, through redlockrueidis.NewNode
+	AdapterMixed   = "mixed"    // contender i: go-redis when i is even, rueidis when odd
+)
+
+// Adapters lists the values of [Config.Adapter].
+func Adapters() []string { return []string{AdapterGoRedis, AdapterRueidis, AdapterMixed} }
+
+// adapterOf is the adapter of contender id when the run's is adapter:
+// mixed alternates, starting with go-redis.
+func adapterOf(adapter string, id int) string {
+	if adapter != AdapterMixed {
+		return adapter
+	}
+	if id%2 == 0 {
+		return AdapterGoRedis
+	}
+	return AdapterRueidis
 }
 
-// newClient connects to the masters at addrs. wrap, when not nil, wraps
-// each master's Node (to put a trigger in front of it).
-func newClient(id int, addrs []string, wrap func(i int, n redlock.Node) redlock.Node, opts ...redlock.Option) (*client, error) {
-	c := &client{id: id}
+// client is one contender: its own client per master (go-redis or
+// rueidis: adapter), and its own Redlock over them, as a separate process
+// would have.
+type client struct {
+	id      int
+	adapter string         // AdapterGoRedis or AdapterRueidis
+	closers []func() error // close the clients of its masters
+	rl      *redlock.Redlock
+}
+
+// newClient connects to the masters at addrs through adapter. wrap, when
+// not nil, wraps each master's Node (to put a trigger in front of it).
+func newClient(id int, adapter string, addrs []string, wrap func(i int, n redlock.Node) redlock.Node, opts ...redlock.Option) (*client, error) {
+	c := &client{id: id, adapter: adapter}
 	nodes := make([]redlock.Node, len(addrs))
 	for i, addr := range addrs {
-		r, node := masterClient(addr)
-		c.rdb = append(c.rdb, r)
+		var node redlock.Node
+		if adapter == AdapterRueidis {
+			r, n, err := rueidisMaster(addr)
+			if err != nil {
+				return nil, errors.Join(fmt.Errorf("master %d: %w", i, err), c.close())
+			}
+			c.closers = append(c.closers, func() error { r.Close(); return nil })
+			node = n
+		} else {
+			r, n := masterClient(addr)
+			c.closers = append(c.closers, r.Close)
+			node = n
+		}
 		nodes[i] = node
 		if wrap != nil {
 			nodes[i] = wrap(i, nodes[i])
@@ -39,12 +78,17 @@ func newClient(id int, addrs []string, wrap func(i int, n redlock.Node) redlock.
 	return c, nil
 }
 
+// clientTimeout is the dial, read and write timeout of every client of a
+// master: short, as a client under faults should have.
+const clientTimeout = 200 * time.Millisecond
+
 // masterClient connects to the master at addr — "host:port", a Redis
 // Cluster's redis+cluster:// URL ([cluster.Shards]) or a Sentinel's
-// redis+sentinel:// URL ([cluster.Sentinels]) — with short timeouts and no
-// retries, as a client under faults should have, and returns its Node too.
+// redis+sentinel:// URL ([cluster.Sentinels]) — through go-redis with short
+// timeouts and no retries, as a client under faults should have, and
+// returns its Node too.
 func masterClient(addr string) (redis.UniversalClient, redlock.Node) {
-	const timeout = 200 * time.Millisecond
+	const timeout = clientTimeout
 	if shards, ok := cluster.ShardAddrs(addr); ok {
 		c := redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: shards, DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
@@ -69,6 +113,45 @@ func masterClient(addr string) (redis.UniversalClient, redlock.Node) {
 	return c, redlock.NewNode(c)
 }
 
+// rueidisMaster connects to the master at addr (as [masterClient] reads
+// it) through rueidis, with the settings of docs/masters.md#rueidis-clients
+// and the same short timeouts: a dial, and a wait for a reply on a
+// connection (ConnWriteTimeout, after which rueidis closes it, as go-redis
+// does after its ReadTimeout), of clientTimeout. DisableRetry: the Node
+// never marks a command read-only, so rueidis retries none of them anyway.
+// Its commands go on one pipelined connection per server (the Node sends
+// them without a key, see redlockrueidis); the pool it bounds is that of
+// the connections of subscriptions (Dedicate), of which a Redlock holds one
+// per master.
+func rueidisMaster(addr string) (rueidis.Client, redlock.Node, error) {
+	opt := rueidis.ClientOption{
+		Dialer:           net.Dialer{Timeout: clientTimeout},
+		ConnWriteTimeout: clientTimeout,
+		DisableRetry:     true,
+		DisableCache:     true, // the Node never reads through it
+		BlockingPoolSize: 4,
+	}
+	if shards, ok := cluster.ShardAddrs(addr); ok {
+		opt.InitAddress = shards
+	} else if m, err := redlock.ParseMaster(addr); err == nil && m.Sentinel != nil {
+		o := m.Sentinel
+		opt.InitAddress, opt.SelectDB = o.SentinelAddrs, o.DB
+		opt.Username, opt.Password = o.Username, o.Password
+		opt.Sentinel = rueidis.SentinelOption{MasterSet: o.MasterName, Username: o.SentinelUsername, Password: o.SentinelPassword,
+			Dialer: opt.Dialer}
+	} else {
+		opt.InitAddress = []string{addr}
+		opt.ForceSingleClient = true // NewClient would fail while the master is down
+	}
+	c, err := rueidis.NewClient(opt)
+	if c == nil {
+		// With ForceSingleClient rueidis returns a client that dials again
+		// on use, with the dial's error, when the server is down.
+		return nil, nil, fmt.Errorf("rueidis.NewClient(%v): %w", opt.InitAddress, err)
+	}
+	return c, redlockrueidis.NewNode(c, opt), nil
+}
+
 // close waits for the Redlock's background requests, then closes the
 // connections.
 func (c *client) close() error {
@@ -76,8 +159,8 @@ func (c *client) close() error {
 	if c.rl != nil {
 		errs = append(errs, c.rl.Close())
 	}
-	for _, r := range c.rdb {
-		errs = append(errs, r.Close())
+	for _, close := range c.closers {
+		errs = append(errs, close())
 	}
 	return errors.Join(errs...)
 }
@@ -102,12 +185,12 @@ func (e *env) acquire(ctx context.Context, c *client, key string, timeout time.D
 			if len(msg) > 300 {
 				msg = msg[:300] + "..."
 			}
-			e.rec.acquire(Acquire{Client: c.id, Key: key, Start: start, Err: msg})
+			e.rec.acquire(Acquire{Client: c.id, Adapter: c.adapter, Key: key, Start: start, Err: msg})
 		}
 		return nil
 	}
 	id := e.rec.acquire(Acquire{
-		Client: c.id, Key: key, OK: true, Start: start, Acquired: e.rec.now(),
+		Client: c.id, Adapter: c.adapter, Key: key, OK: true, Start: start, Acquired: e.rec.now(),
 		Until: e.rec.at(l.Until()), Released: -1, Lost: -1, Token: l.Fence(), Value: l.Value(),
 	})
 	return &holding{id: id, lock: l}

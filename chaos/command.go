@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,6 +36,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	nodes := fs.Int("nodes", DefaultNodes, "Redis masters")
 	clients := fs.Int("clients", DefaultClients, "contending clients")
 	keys := fs.Int("keys", DefaultKeys, "keys they contend on")
+	adapter := fs.String("adapter", AdapterGoRedis, "the clients' Redis client: go-redis, rueidis (redlockrueidis), or mixed: client i uses go-redis when i is even, rueidis when odd, on the same locks (client processes use go-redis)")
 	duration := fs.Duration("duration", DefaultDuration, "workload time per scenario (scenarios that need a few TTLs more take them)")
 	ttl := fs.Duration("ttl", DefaultTTL, "lock TTL of the workload")
 	soak := fs.Bool("soak", false, "run every safe scenario until it has acquired --soak-min locks, on both backends unless --backend is given")
@@ -81,7 +83,11 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "redlock chaos: --soak-min %d: want at least 1\n", *soakMin)
 		return 2
 	}
-	cfg := Config{Redlock: self, Backend: *backend, Scenarios: strings.Split(*scenario, ","), Nodes: *nodes, Clients: *clients, Keys: *keys, Duration: *duration, TTL: *ttl}
+	if !slices.Contains(Adapters(), *adapter) {
+		fmt.Fprintf(stderr, "redlock chaos: --adapter %q: want one of %s\n", *adapter, strings.Join(Adapters(), ", "))
+		return 2
+	}
+	cfg := Config{Redlock: self, Backend: *backend, Adapter: *adapter, Scenarios: strings.Split(*scenario, ","), Nodes: *nodes, Clients: *clients, Keys: *keys, Duration: *duration, TTL: *ttl}
 	backends := []string{*backend}
 	if *soak {
 		cfg.Soak = *soakMin

@@ -15,6 +15,7 @@ func TestCommandRejectsBadFlags(t *testing.T) {
 		{"--scenario", "no-such"},
 		{"--backend", "vm"},
 		{"--nodes", "2"},
+		{"--adapter", "redigo"},
 		{"--bogus"},
 		{"extra"},
 		{"--png"}, // without --json

@@ -19,7 +19,9 @@
 // renewal path — or, in the process-* scenarios, OS processes: "redlock
 // exec --fencing" around "redlock chaos writer", frozen with SIGSTOP and
 // killed with SIGKILL for real (see procclient.go for what a holding is
-// then).
+// then). The goroutine clients reach the masters through go-redis, through
+// rueidis (redlockrueidis), or, with [AdapterMixed], each kind in turn on
+// the same locks ([Config.Adapter]).
 //
 // [Check] explains a history; porcupine cross-checks it (crosscheck.go):
 // the same history must be linearizable against a sequential lock exactly

@@ -25,6 +25,7 @@ type env struct {
 	quorum      int
 	ttl         time.Duration
 	fencing     bool
+	adapter     string        // Config.Adapter: the contenders' clients
 	restartGate time.Duration // the clients' WithRestartGate; 0: off
 	confirm     bool          // the clients take locks WithReplicaConfirm(1)
 	end         time.Time     // the workload runs until then, or until the script is done if later
@@ -63,13 +64,15 @@ func (e *env) lockOpts() []redlock.Option {
 }
 
 // newClient makes a client with the scenario's options, its masters'
-// Nodes wrapped by wrap when it is not nil; closeClients closes it.
+// Nodes wrapped by wrap when it is not nil; closeClients closes it. Its
+// adapter is the run's, alternating by client id when mixed: workload
+// clients, extending clients and scripted holders alike.
 func (e *env) newClient(wrap func(int, redlock.Node) redlock.Node) (*client, error) {
 	e.mu.Lock()
 	id := e.nextID
 	e.nextID++
 	e.mu.Unlock()
-	c, err := newClient(id, e.cl.Addrs(), wrap, e.lockOpts()...)
+	c, err := newClient(id, adapterOf(e.adapter, id), e.cl.Addrs(), wrap, e.lockOpts()...)
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,9 @@ require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/ory/dockertest/v3 v3.12.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/rueidis v1.0.79
 	github.com/redlock/redlock v0.1.0
+	github.com/redlock/redlock/redlockrueidis v0.1.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sync v0.25.0
 )

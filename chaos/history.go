@@ -13,11 +13,12 @@ import (
 // Acquire is one acquire call (redlock.Lock, which retries until its
 // deadline) and, when it succeeded, the holding that followed.
 type Acquire struct {
-	ID     int    // unique in the history; writes name their holder by it
-	Client int    // which workload client (or scripted holder) made it
-	Key    string //
-	OK     bool   // the lock was obtained
-	Err    string `json:",omitempty"` // why not, when !OK
+	ID      int    // unique in the history; writes name their holder by it
+	Client  int    // which workload client (or scripted holder) made it
+	Adapter string `json:",omitempty"` // its masters' clients: AdapterGoRedis or AdapterRueidis; "" for a client process
+	Key     string //
+	OK      bool   // the lock was obtained
+	Err     string `json:",omitempty"` // why not, when !OK
 
 	Start    time.Duration // the call began
 	Acquired time.Duration // the call returned the lock (OK only)

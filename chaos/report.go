@@ -11,6 +11,7 @@ import (
 // Report is what Run found, scenario by scenario.
 type Report struct {
 	Backend              string
+	Adapter              string // Config.Adapter
 	Nodes, Clients, Keys int
 	TTL, Duration        time.Duration
 	Scenarios            []ScenarioReport
@@ -26,9 +27,10 @@ type ScenarioReport struct {
 
 	Faults []Fault
 	Findings
-	CrossCheck CrossCheck // porcupine's verdict on the same history
-	Leaked     int        // lock keys left on untouched masters after every holder released
-	LeakedKeys []string   `json:",omitempty"` // which, where, and how long they still had to live
+	CrossCheck CrossCheck     // porcupine's verdict on the same history
+	Leaked     int            // lock keys left on untouched masters after every holder released
+	ByAdapter  map[string]int `json:",omitempty"` // locks acquired, by the holder's adapter (AdapterMixed runs, but for client processes)
+	LeakedKeys []string       `json:",omitempty"` // which, where, and how long they still had to live
 
 	Outcome  string   // what happened, in a few words
 	Expect   []string // what the scenario must show
@@ -62,8 +64,8 @@ func (s ScenarioReport) Verdict() string {
 // WriteTable writes one row per scenario, then the details of what was
 // unsafe or unexpected.
 func (r Report) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "backend %s: %d masters, %d clients, %d keys, TTL %v, %v per scenario\n\n",
-		r.Backend, r.Nodes, r.Clients, r.Keys, r.TTL, r.Duration)
+	fmt.Fprintf(w, "backend %s: %d masters, %d clients (%s), %d keys, TTL %v, %v per scenario\n\n",
+		r.Backend, r.Nodes, r.Clients, r.adapter(), r.Keys, r.TTL, r.Duration)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCENARIO\tFAULTS\tACQUIRED\tAVAIL\tGAP\tEXTENDED\tOVERLAPS\tLATE acc/rej\tSTALE acc/rej\tp50\tp99\tLEAKED\tPORCUPINE\tOUTCOME\tVERDICT")
 	for _, s := range r.Scenarios {
@@ -108,6 +110,9 @@ func (s ScenarioReport) progressLine(index, total int) string {
 	if s.Extended > 0 {
 		line += fmt.Sprintf("; extended %d, renewals %d, lost %d", s.Extended, s.Renewals, s.Lost)
 	}
+	if len(s.ByAdapter) > 0 {
+		line += fmt.Sprintf("; acquired by go-redis %d, rueidis %d", s.ByAdapter[AdapterGoRedis], s.ByAdapter[AdapterRueidis])
+	}
 	return line
 }
 
@@ -137,4 +142,15 @@ func roundLatency(d time.Duration) time.Duration {
 		return d.Round(100 * time.Microsecond)
 	}
 	return d.Round(time.Microsecond)
+}
+
+// adapter says what the clients reach the masters through.
+func (r Report) adapter() string {
+	switch r.Adapter {
+	case AdapterMixed:
+		return "mixed: go-redis and rueidis in turn"
+	case "":
+		return AdapterGoRedis
+	}
+	return r.Adapter
 }

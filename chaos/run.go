@@ -59,6 +59,13 @@ type Config struct {
 	// repeating meanwhile. Only scenarios that must stay safe soak; the
 	// default list is then those ([SafeScenarioNames]).
 	Soak int
+	// Adapter is what the clients reach the masters through:
+	// AdapterGoRedis (the default), AdapterRueidis, or AdapterMixed, where
+	// client i uses go-redis when i is even and rueidis when it is odd, on
+	// one lock (workload, extending clients and scripted holders are
+	// numbered in the order they are made). Client processes (the process-*
+	// scenarios) are redlock exec, which uses go-redis, whatever it says.
+	Adapter string
 	// Redlock is the path of the redlock binary, which the process-client
 	// scenarios run ("redlock exec" around "redlock chaos writer"). Required
 	// when one of them runs; the "redlock chaos" command passes itself.
@@ -128,6 +135,9 @@ func (c Config) resolved() (Config, []scenario, error) {
 	if c.TTL == 0 {
 		c.TTL = DefaultTTL
 	}
+	if c.Adapter == "" {
+		c.Adapter = AdapterGoRedis
+	}
 	switch {
 	case c.Nodes < 3:
 		return c, nil, fmt.Errorf("chaos: nodes = %d: need at least 3 masters, so that one reply cannot decide a quorum", c.Nodes)
@@ -139,6 +149,8 @@ func (c Config) resolved() (Config, []scenario, error) {
 		return c, nil, fmt.Errorf("chaos: duration = %v: must be positive", c.Duration)
 	case c.TTL < 100*time.Millisecond:
 		return c, nil, fmt.Errorf("chaos: TTL = %v: need at least 100ms", c.TTL)
+	case !slices.Contains(Adapters(), c.Adapter):
+		return c, nil, fmt.Errorf("chaos: adapter %q: want one of %s", c.Adapter, strings.Join(Adapters(), ", "))
 	}
 	if c.Backend == "" {
 		c.Backend = BackendProcess
@@ -188,7 +200,7 @@ func (c Config) resolved() (Config, []scenario, error) {
 // report then holds the scenarios that finished.
 func Run(ctx context.Context, cfg Config) (_ Report, err error) {
 	cfg, run, err := cfg.resolved()
-	rep := Report{Backend: cfg.Backend, Nodes: cfg.Nodes, Clients: cfg.Clients, Keys: cfg.Keys, TTL: cfg.TTL, Duration: cfg.Duration}
+	rep := Report{Backend: cfg.Backend, Adapter: cfg.Adapter, Nodes: cfg.Nodes, Clients: cfg.Clients, Keys: cfg.Keys, TTL: cfg.TTL, Duration: cfg.Duration}
 	if err != nil {
 		return rep, err
 	}
@@ -250,7 +262,7 @@ func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenari
 	}
 	rec := newRecorder()
 	e := &env{
-		cl: cl, n: cfg.Nodes, quorum: cfg.Nodes/2 + 1, ttl: cfg.TTL, fencing: sc.fencing,
+		cl: cl, n: cfg.Nodes, quorum: cfg.Nodes/2 + 1, ttl: cfg.TTL, fencing: sc.fencing, adapter: cfg.Adapter,
 		rec: rec, res: newResource(rec, sc.fencing), faulted: make([]bool, cfg.Nodes),
 		hold: 4 * time.Millisecond, soak: cfg.Soak,
 	}
@@ -360,6 +372,9 @@ func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenari
 	o := &outcome{Findings: Check(h), h: h, leaked: len(leaked), ttl: cfg.TTL}
 	sr.Findings, sr.Faults, sr.Leaked, sr.LeakedKeys, sr.History = o.Findings, h.Faults, len(leaked), leaked, h
 	sr.Outcome = summary(o.Findings)
+	if cfg.Adapter == AdapterMixed && !sc.procs {
+		sr.ByAdapter = acquiredBy(h)
+	}
 	sr.Failed = judge(o, sc.want)
 	sr.CrossCheck = crossCheck(h, o.Findings, sc.fencing)
 	for _, d := range sr.CrossCheck.Disagree {
@@ -387,4 +402,15 @@ func progress(stop <-chan struct{}, report func(Progress), e *env, name string, 
 		report(Progress{Scenario: name, Index: index, Total: total, Elapsed: time.Since(start), Duration: d,
 			Acquired: acquired, Attempts: attempts, Faults: faults})
 	}
+}
+
+// acquiredBy counts the locks acquired in h by each adapter.
+func acquiredBy(h History) map[string]int {
+	by := make(map[string]int)
+	for _, a := range h.Acquires {
+		if a.OK {
+			by[a.Adapter]++
+		}
+	}
+	return by
 }

@@ -21,11 +21,18 @@ import (
 type trigger struct {
 	n int // masters
 
-	mu       sync.Mutex // guards the fields below
+	mu       sync.Mutex // guards the fields below, and wg's Add
 	hook     func(first int, pending []int)
 	attempts map[string]*seen // by lock value: unique per attempt
+	stopped  bool             // wait was called: no hook fires any more
 
-	wg sync.WaitGroup // hooks running
+	// wg counts the hooks fired and not yet returned. A hook fires in a
+	// Node's Exec, which runs in a lane of the Redlock and may still run
+	// after the Lock call that sent the attempt returned (at its ctx's
+	// end): nothing orders the Add of the firing before the caller's wait
+	// but mu, so the Add is made under it (an Add from zero that does not
+	// happen before a Wait is a race, and the race detector says so).
+	wg sync.WaitGroup
 }
 
 // seen is what the trigger knows of one attempt.
@@ -45,11 +52,19 @@ func newTrigger(n int) *trigger {
 func (t *trigger) arm(hook func(first int, pending []int)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.hook = hook
+	if !t.stopped {
+		t.hook = hook
+	}
 }
 
-// wait waits for hooks still running.
-func (t *trigger) wait() { t.wg.Wait() }
+// wait disarms the trigger for good and waits for the hooks it fired,
+// also those fired in an Exec still running after its Lock call returned.
+func (t *trigger) wait() {
+	t.mu.Lock()
+	t.hook, t.stopped = nil, true
+	t.mu.Unlock()
+	t.wg.Wait()
+}
 
 func (t *trigger) started(value string) {
 	t.mu.Lock()
@@ -76,6 +91,7 @@ func (t *trigger) replied(ctx context.Context, i int, value string) {
 				pending = append(pending, j)
 			}
 		}
+		t.wg.Add(1) // under mu: see wg
 	}
 	if s.count == t.n {
 		delete(t.attempts, value)
@@ -85,10 +101,11 @@ func (t *trigger) replied(ctx context.Context, i int, value string) {
 		return
 	}
 	done := make(chan struct{})
-	t.wg.Go(func() {
+	go func() {
+		defer t.wg.Done()
 		defer close(done)
 		hook(i, pending)
-	})
+	}()
 	select {
 	case <-done:
 	case <-ctx.Done():

@@ -107,6 +107,28 @@ func TestTriggerReleasesTheReplyWhenCtxEnds(t *testing.T) {
 	tr.wait()
 }
 
+// TestTriggerWaitAfterLockReturned: a Redlock's Lock returns at its ctx's
+// end while the lane still runs the trigger-wrapped Exec that fired the
+// hook (the Node contract lets it, until the batch's own deadline); wait
+// must still be ordered after that firing. It was not (the hook's
+// WaitGroup.Add ran in the lane, unordered with the test's Wait) and the
+// race detector said so, in 20 to 43 runs of 60 on a busy 2-core machine.
+func TestTriggerWaitAfterLockReturned(t *testing.T) {
+	tr := newTrigger(3)
+	rl := stubRedlock(t, tr)
+	release := make(chan struct{})
+	tr.arm(func(int, []int) { <-release })
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	attempt(ctx, t, rl)
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("reply held %v past its context", took)
+	}
+	close(release)
+	tr.wait()
+}
+
 func TestPick(t *testing.T) {
 	for _, c := range []struct {
 		k, first int
