@@ -493,7 +493,7 @@ func render(r results, cpu, cmdline string) string {
 			cell(bn(o.bench, "redsync", o.n), o.unit), cell(bn(o.bench, "redislock", 1), o.unit))
 	}
 	fmt.Fprintln(&b)
-	fmt.Fprintln(&b, "The restart gate's cost (WithRestartGate: every vote is one script with the gate's check in front, an `INFO server` on the master), gated against ungated Lock+Unlock:")
+	fmt.Fprintln(&b, "The restart gate's cost (WithRestartGate: every vote is one script with the gate's check in front: `LASTSAVE` and `TIME` on the master, `INFO server` after a save within the gate), gated against ungated Lock+Unlock:")
 	fmt.Fprintln(&b)
 	fmt.Fprintln(&b, "| nodes | time, gated ÷ ungated | allocs gated | allocs ungated |")
 	fmt.Fprintln(&b, "| --- | --- | --- | --- |")
