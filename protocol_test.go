@@ -545,6 +545,15 @@ func TestRestartGateRounding(t *testing.T) {
 	s := redistest.StartServerT(t, redistest.Options{})
 	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
+	gateOpensAfter(t, c, launched, gate)
+}
+
+// gateOpensAfter locks through c with the restart gate every 10 ms until
+// the lock comes, and fails when it comes before the master launched at
+// launched has been up gate, when a refusal is not the gate's, or when
+// none came 3 s after the gate.
+func gateOpensAfter(t *testing.T, c *redis.Client, launched time.Time, gate time.Duration) {
+	t.Helper()
 	r := newRedlock(t, []Node{NewNode(c)}, WithTTL(time.Second), WithRestartGate(gate))
 	ctx := context.Background()
 	for end := launched.Add(gate + 3*time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
@@ -553,7 +562,9 @@ func TestRestartGateRounding(t *testing.T) {
 			if up := time.Since(launched); up < gate {
 				t.Fatalf("the gate opened %v after the master was launched; want no earlier than %v", up.Round(time.Millisecond), gate)
 			}
-			_ = l.Unlock(ctx)
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
 			return
 		}
 		if gateRefusals(err) != 1 {
@@ -1508,23 +1519,7 @@ func TestRestartGateWithoutLastsave(t *testing.T) {
 	if err := c.LastSave(ctx).Err(); err == nil || !aclRefusal(err) {
 		t.Fatalf("LASTSAVE as gater = %v; want the ACL's refusal", err)
 	}
-	r := newRedlock(t, []Node{NewNode(c)}, WithTTL(time.Second), WithRestartGate(gate))
-	for end := launched.Add(gate + 3*time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		l, err := r.TryLock(ctx, testKey(t))
-		if err == nil {
-			if up := time.Since(launched); up < gate {
-				t.Fatalf("the gate opened %v after the master was launched; want no earlier than %v", up.Round(time.Millisecond), gate)
-			}
-			if err := l.Unlock(ctx); err != nil {
-				t.Fatal(err)
-			}
-			return
-		}
-		if gateRefusals(err) != 1 {
-			t.Fatalf("TryLock as a user without +lastsave = %v; want the restart gate's refusal or the lock", err)
-		}
-	}
-	t.Fatalf("the gate did not open within %v for a user without +lastsave", gate+3*time.Second)
+	gateOpensAfter(t, c, launched, gate)
 }
 
 // TestRestartGateLastsaveRounding: LASTSAVE is the second the process
@@ -1552,23 +1547,8 @@ func TestRestartGateLastsaveRounding(t *testing.T) {
 	}
 	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
-	ctx := context.Background()
-	if ls := c.LastSave(ctx).Val(); ls != launched.Unix() {
+	if ls := c.LastSave(context.Background()).Val(); ls != launched.Unix() {
 		t.Fatalf("LASTSAVE %d; want the second the master started in, %d", ls, launched.Unix())
 	}
-	r := newRedlock(t, []Node{NewNode(c)}, WithTTL(time.Second), WithRestartGate(gate))
-	for end := launched.Add(gate + 3*time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		l, err := r.TryLock(ctx, testKey(t))
-		if err == nil {
-			if up := time.Since(launched); up < gate {
-				t.Fatalf("the gate opened %v after the master was launched; want no earlier than %v", up.Round(time.Millisecond), gate)
-			}
-			_ = l.Unlock(ctx)
-			return
-		}
-		if gateRefusals(err) != 1 {
-			t.Fatalf("TryLock = %v; want the restart gate's refusal or the lock", err)
-		}
-	}
-	t.Fatalf("the gate did not open within %v", gate+3*time.Second)
+	gateOpensAfter(t, c, launched, gate)
 }
