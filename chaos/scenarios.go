@@ -174,9 +174,19 @@ var scenarios = []scenario{
 }
 
 // Timing of the scripts, in TTLs of the workload's locks.
-func (e *env) warm() time.Duration   { return e.ttl / 2 }     // before the first fault
-func (e *env) down() time.Duration   { return 3 * e.ttl / 2 } // a fault in force
-func (e *env) settle() time.Duration { return e.ttl / 2 }     // after a fault was undone
+func (e *env) warm() time.Duration { return e.ttl / 2 } // before the first fault
+// down is how long a fault stays in force: 1.5 TTLs, or 3 for client
+// processes, each of which starts, connects and locks in about 300 ms:
+// in 1.5 TTLs the few that start after the fault sometimes all end after
+// it (process-minority-kill's gap of 1.32 s in CI, 1 run in 6 here before
+// and after issue 33's changes), and no acquire falls inside it.
+func (e *env) down() time.Duration {
+	if e.procs != nil {
+		return 3 * e.ttl
+	}
+	return 3 * e.ttl / 2
+}
+func (e *env) settle() time.Duration { return e.ttl / 2 } // after a fault was undone
 
 // cycle injects a fault on the masters nodes picks, again and again while
 // there is time: in force for down(), then undone, then a pause.
