@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -24,6 +25,70 @@ func BenchmarkLockUnlockGated(b *testing.B) {
 			lockUnlock(b, newRedlock(b, newClients(b, addrs(n)), redlock.WithRestartGate(ttl)))
 		})
 	}
+}
+
+// BenchmarkGateCost measures the restart gate's cost as a ratio from pairs:
+// every op is one ungated and one gated Lock+Unlock (two Redlocks over the
+// same masters, clients and keys of their own), the order alternating from
+// op to op, each timed alone. It reports gated÷ungated, the ratio of the two
+// sums, and each one's median time per Lock+Unlock. Two sequential
+// benchmarks see the machine in different moments (their per-pass ratios
+// here spread from 0.9 to 1.4); the pair sees it in the same ones, so the
+// ratio holds still from pass to pass. With the gate on both sides it reads
+// 1.00 (an A/A check: BenchmarkGateCost/lib=redlock/nodes=1/gate=both).
+func BenchmarkGateCost(b *testing.B) {
+	waitUp(b, masters.Addrs(), ttl+time.Second)
+	for _, n := range []int{1, 5} {
+		b.Run(fmt.Sprintf("lib=redlock/nodes=%d", n), func(b *testing.B) {
+			gateCost(b, newRedlock(b, newClients(b, addrs(n))),
+				newRedlock(b, newClients(b, addrs(n)), redlock.WithRestartGate(ttl)))
+		})
+	}
+	b.Run("lib=redlock/nodes=1/gate=both", func(b *testing.B) {
+		gateCost(b, newRedlock(b, newClients(b, addrs(1)), redlock.WithRestartGate(ttl)),
+			newRedlock(b, newClients(b, addrs(1)), redlock.WithRestartGate(ttl)))
+	})
+}
+
+// gateCost times pairs of Lock+Unlock, one by base and one by gated, per op.
+func gateCost(b *testing.B, base, gated lib) {
+	ctx := context.Background()
+	kb, kg := newKey(b), newKey(b)
+	var tb, tg []time.Duration
+	one := func(l lib, key string) time.Duration {
+		start := time.Now()
+		h, err := l.lock(ctx, key)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := h.unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	for i := 0; b.Loop(); i++ {
+		if i%2 == 0 {
+			tb = append(tb, one(base, kb))
+			tg = append(tg, one(gated, kg))
+		} else {
+			tg = append(tg, one(gated, kg))
+			tb = append(tb, one(base, kb))
+		}
+	}
+	var sb, sg time.Duration
+	for i := range tb {
+		sb += tb[i]
+		sg += tg[i]
+	}
+	b.ReportMetric(float64(sg)/float64(sb), "gated/ungated")
+	b.ReportMetric(float64(medianOf(tb).Nanoseconds())/1e3, "ungated-µs")
+	b.ReportMetric(float64(medianOf(tg).Nanoseconds())/1e3, "gated-µs")
+}
+
+// medianOf is the median of ds (which it sorts).
+func medianOf(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
 }
 
 // waitUp waits until every master at addrs has been up for d.
