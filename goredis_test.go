@@ -277,8 +277,8 @@ func TestRedisClusterHandOff(t *testing.T) {
 			if err := w.Unlock(ctx); err != nil && !errors.Is(err, ErrNotHeld) {
 				t.Error(err)
 			}
-			holder.bg.Wait()
-			waiter.bg.Wait()
+			settle(holder)
+			settle(waiter)
 		}
 	}
 	t.Logf("Unlock to waiter holding, over %d waits: %v", len(took), took)
