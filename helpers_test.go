@@ -1,0 +1,34 @@
+package redlock_test
+
+import "github.com/redlock/redlock"
+
+// The helpers this package shares with the internal tests (package
+// redlock), lent by export_test.go, under the names they have there. In
+// this package's tests every name qualified with redlock. is the library's
+// API; the unqualified ones are these and the helpers of the file at hand.
+
+// masters returns the five masters TestMain starts (main_test.go); the
+// tests use keys of their own on them.
+var masters = redlock.Masters
+
+var (
+	settle     = redlock.Settle
+	waitQueued = redlock.WaitQueued
+)
+
+const driftFloor = redlock.DriftFloor
+
+var (
+	testKey    = redlock.UniqueKey
+	clients    = redlock.Clients
+	nodesOf    = redlock.NodesOf
+	newRedlock = redlock.NewRedlock
+	holders    = redlock.Holders
+	count      = redlock.Count
+	holds      = redlock.Holds
+	mustLock   = redlock.MustLock
+	mustRefuse = redlock.MustRefuse
+	occupy     = redlock.Occupy
+)
+
+const foreign = redlock.Foreign
