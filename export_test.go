@@ -24,16 +24,20 @@ func Masters() *redistest.Cluster { return masters }
 // in main_test.go and in the *_internal_test.go file named after what they
 // help test.
 var (
-	UniqueKey  = testKey
-	Clients    = clients
-	NodesOf    = nodesOf
-	NewRedlock = newRedlock
-	Holders    = holders
-	Count      = count
-	Holds      = holds
-	MustLock   = mustLock
-	MustRefuse = mustRefuse
-	Occupy     = occupy
+	UniqueKey        = testKey
+	Clients          = clients
+	NodesOf          = nodesOf
+	NewRedlock       = newRedlock
+	Holders          = holders
+	Count            = count
+	Holds            = holds
+	MustLock         = mustLock
+	MustRefuse       = mustRefuse
+	Occupy           = occupy
+	Free             = free
+	FaultClients     = faultClients
+	WaitDialProbes   = waitDialProbes
+	LimitRapidChecks = limitRapidChecks
 )
 
 // Foreign is a value no Redlock writes: another client's.

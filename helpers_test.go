@@ -19,16 +19,20 @@ var (
 const driftFloor = redlock.DriftFloor
 
 var (
-	testKey    = redlock.UniqueKey
-	clients    = redlock.Clients
-	nodesOf    = redlock.NodesOf
-	newRedlock = redlock.NewRedlock
-	holders    = redlock.Holders
-	count      = redlock.Count
-	holds      = redlock.Holds
-	mustLock   = redlock.MustLock
-	mustRefuse = redlock.MustRefuse
-	occupy     = redlock.Occupy
+	testKey          = redlock.UniqueKey
+	clients          = redlock.Clients
+	nodesOf          = redlock.NodesOf
+	newRedlock       = redlock.NewRedlock
+	holders          = redlock.Holders
+	count            = redlock.Count
+	holds            = redlock.Holds
+	mustLock         = redlock.MustLock
+	mustRefuse       = redlock.MustRefuse
+	occupy           = redlock.Occupy
+	free             = redlock.Free
+	faultClients     = redlock.FaultClients
+	waitDialProbes   = redlock.WaitDialProbes
+	limitRapidChecks = redlock.LimitRapidChecks
 )
 
 const foreign = redlock.Foreign
