@@ -574,7 +574,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 			}
 			b.Run(fmt.Sprintf("nodes=%d/fencing=%v", n, fencing), func(b *testing.B) {
 				r := newRedlock(b, nodesOf(b, clients(b, masters.Addrs()[:n])), opts...)
-				key := fmt.Sprintf("%s:%d", b.Name(), keySeq.Add(1))
+				key := testKey(b)
 				ctx := context.Background()
 				b.ReportAllocs()
 				for b.Loop() {
