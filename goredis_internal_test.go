@@ -1229,19 +1229,19 @@ func TestACLWakeups(t *testing.T) {
 				t.Fatalf("Unlock as %s: %v", user, err)
 			}
 			o := <-got
-			if o.err != nil {
-				t.Fatalf("Lock as %s: %v", user, o.err)
+			if o.Err != nil {
+				t.Fatalf("Lock as %s: %v", user, o.Err)
 			}
-			if err := o.l.Unlock(ctx); err != nil {
+			if err := o.Lock.Unlock(ctx); err != nil {
 				t.Fatal(err)
 			}
-			woken := o.at.Sub(released) < 300*time.Millisecond
+			woken := o.At.Sub(released) < 300*time.Millisecond
 			waiter.wake.mu.Lock()
 			refusal := waiter.wake.err
 			waiter.wake.mu.Unlock()
 			switch {
 			case user == "waker" && (!woken || refusal != nil):
-				t.Errorf("waker: took the key %v after the release (refusal %v); want a wake-up", o.at.Sub(released), refusal)
+				t.Errorf("waker: took the key %v after the release (refusal %v); want a wake-up", o.At.Sub(released), refusal)
 			case user == "locker" && (refusal == nil || !aclRefusal(refusal)):
 				t.Errorf("locker: subscription refusal %v, want the ACL's, kept to report", refusal)
 			}

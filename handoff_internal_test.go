@@ -18,16 +18,16 @@ import (
 // sentCounter counts the commands of a name that go-redis clients send,
 // pipelined or not (EVALSHA and EVAL count as the script they run: not SET).
 type sentCounter struct {
-	name string
-	n    atomic.Int64
+	Name string
+	N    atomic.Int64
 }
 
 func (s *sentCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (s *sentCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if strings.EqualFold(cmd.Name(), s.name) {
-			s.n.Add(1)
+		if strings.EqualFold(cmd.Name(), s.Name) {
+			s.N.Add(1)
 		}
 		return next(ctx, cmd)
 	}
@@ -36,8 +36,8 @@ func (s *sentCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (s *sentCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		for _, cmd := range cmds {
-			if strings.EqualFold(cmd.Name(), s.name) {
-				s.n.Add(1)
+			if strings.EqualFold(cmd.Name(), s.Name) {
+				s.N.Add(1)
 			}
 		}
 		return next(ctx, cmds)
@@ -73,11 +73,11 @@ func obtainedWithin(t testing.TB, admin []*redis.Client, key string, got <-chan 
 	t.Helper()
 	select {
 	case o := <-got:
-		if o.err != nil {
-			t.Fatal(o.err)
+		if o.Err != nil {
+			t.Fatal(o.Err)
 		}
-		if strings.Contains(o.l.Value(), "#") {
-			handedTTLs(t, admin, o.l)
+		if strings.Contains(o.Lock.Value(), "#") {
+			handedTTLs(t, admin, o.Lock)
 		}
 		return o
 	case <-time.After(d):
@@ -127,7 +127,7 @@ func TestHandOffDirect(t *testing.T) {
 	admin := clients(t, masters.Addrs())
 	holder := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
 	wcs := clients(t, masters.Addrs())
-	sets := &sentCounter{name: "set"}
+	sets := &sentCounter{Name: "set"}
 	for _, c := range wcs {
 		c.AddHook(sets)
 	}
@@ -141,37 +141,37 @@ func TestHandOffDirect(t *testing.T) {
 	waitRegistered(t, admin, key, 1)
 	registered := time.Now()
 	time.Sleep(500 * time.Millisecond)
-	before := sets.n.Load()
+	before := sets.N.Load()
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	released := time.Now()
 	o := obtainedWithin(t, admin, key, got, 5*time.Second, "the waiter did not get the key within 5s of the release")
-	if n := sets.n.Load() - before; n != 0 {
+	if n := sets.N.Load() - before; n != 0 {
 		t.Errorf("the waiter sent %d SET commands after the release; want 0: the release hands the key over", n)
 	}
-	if d := o.at.Sub(released); d > 300*time.Millisecond {
+	if d := o.At.Sub(released); d > 300*time.Millisecond {
 		t.Errorf("the waiter held the key %v after the release, want about a round trip", d)
 	}
 	settle(holder) // the release reached every master
-	if n := count(holders(t, admin, key), o.l.Value()); n != len(admin) {
+	if n := count(holders(t, admin, key), o.Lock.Value()); n != len(admin) {
 		t.Errorf("%d of %d masters hold the waiter's value, want all", n, len(admin))
 	}
 	// Counted from the registration (before registered), not from the
 	// hand-off: at least the half second it waited shorter.
 	cfg := defaultConfig()
-	if latest := registered.Add(cfg.ttl - cfg.drift()); o.l.Until().After(latest) {
+	if latest := registered.Add(cfg.ttl - cfg.drift()); o.Lock.Until().After(latest) {
 		t.Errorf("Until is %v after the registration plus the TTL less drift; validity must count from the registration",
-			o.l.Until().Sub(latest))
+			o.Lock.Until().Sub(latest))
 	}
-	if o.l.Until().Before(called.Add(cfg.ttl - cfg.drift())) {
-		t.Errorf("Until %v is before the call's start plus the TTL less drift", o.l.Until())
+	if o.Lock.Until().Before(called.Add(cfg.ttl - cfg.drift())) {
+		t.Errorf("Until %v is before the call's start plus the TTL less drift", o.Lock.Until())
 	}
-	if err := o.l.Unlock(ctx); err != nil {
+	if err := o.Lock.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	settle(waiter) // Unlock returns at a quorum: the release reached every master
-	if n := count(holders(t, admin, key), o.l.Value()); n != 0 {
+	if n := count(holders(t, admin, key), o.Lock.Value()); n != 0 {
 		t.Errorf("%d masters still hold the value after Unlock", n)
 	}
 	if got, _ := admin[0].Exists(ctx, WaitKey(key)).Result(); got != 0 {
@@ -209,10 +209,10 @@ func TestHandOffGhost(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := obtainedWithin(t, admin, key, got, 5*time.Second, "the waiter did not get the key within 5s: the ghost's hand-off was not given back")
-	if d := o.at.Sub(released); d > time.Second {
+	if d := o.At.Sub(released); d > time.Second {
 		t.Errorf("the waiter got the key %v after the release", d)
 	}
-	_ = o.l.Unlock(ctx)
+	_ = o.Lock.Unlock(ctx)
 }
 
 // TestHandOffGiveUp: a call that gives up leaves the queues, and gives back
@@ -233,7 +233,7 @@ func TestHandOffGiveUp(t *testing.T) {
 	got := lockAsync(t, ctx, waiter, key)
 	waitRegistered(t, admin, key, 2)
 	cancel()
-	if o := <-quit; o.err == nil {
+	if o := <-quit; o.Err == nil {
 		t.Fatal("the cancelled call got the key")
 	}
 	settle(quitter)
@@ -243,17 +243,17 @@ func TestHandOffGiveUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := <-got
-	if o.err != nil {
-		t.Fatal(o.err)
+	if o.Err != nil {
+		t.Fatal(o.Err)
 	}
-	if d := o.at.Sub(released); d > time.Second {
+	if d := o.At.Sub(released); d > time.Second {
 		t.Errorf("the waiter got the key %v after the release", d)
 	}
 	settle(holder) // the release reached every master
-	if n := count(holders(t, admin, key), o.l.Value()); n != len(admin) {
+	if n := count(holders(t, admin, key), o.Lock.Value()); n != len(admin) {
 		t.Errorf("%d of %d masters hold the waiter's value", n, len(admin))
 	}
-	_ = o.l.Unlock(ctx)
+	_ = o.Lock.Unlock(ctx)
 }
 
 // TestHandOffRegistrationOrder: on a master, a registration deletes only
@@ -311,7 +311,7 @@ func TestHandOffRegistrationOrder(t *testing.T) {
 func TestHandOffRelock(t *testing.T) {
 	ctx := context.Background()
 	admin := clients(t, masters.Addrs())
-	sets, evals := &sentCounter{name: "set"}, &sentCounter{name: "eval"}
+	sets, evals := &sentCounter{Name: "set"}, &sentCounter{Name: "eval"}
 	acs := clients(t, masters.Addrs())
 	for _, c := range acs {
 		c.AddHook(sets)
@@ -330,37 +330,37 @@ func TestHandOffRelock(t *testing.T) {
 		t.Fatal(err)
 	}
 	oa := <-gotA
-	if oa.err != nil {
-		t.Fatal(oa.err)
+	if oa.Err != nil {
+		t.Fatal(oa.Err)
 	}
 	gotB := lockAsync(t, ctx, b, key)
 	waitRegistered(t, admin, key, 1)
-	if err := oa.l.Unlock(ctx); err != nil { // hands to b, queues a behind it
+	if err := oa.Lock.Unlock(ctx); err != nil { // hands to b, queues a behind it
 		t.Fatal(err)
 	}
 	// Counted from here, as a's Lock starts at once: the Unlock's releases
 	// to the masters beyond its quorum may still go out.
-	set0, eval0 := sets.n.Load(), evals.n.Load()
+	set0, eval0 := sets.N.Load(), evals.N.Load()
 	gotA = lockAsync(t, ctx, a, key)
 	ob := <-gotB
-	if ob.err != nil {
-		t.Fatal(ob.err)
+	if ob.Err != nil {
+		t.Fatal(ob.Err)
 	}
 	time.Sleep(50 * time.Millisecond)
-	if err := ob.l.Unlock(ctx); err != nil { // hands to a
+	if err := ob.Lock.Unlock(ctx); err != nil { // hands to a
 		t.Fatal(err)
 	}
 	oa = <-gotA
-	if oa.err != nil {
-		t.Fatal(oa.err)
+	if oa.Err != nil {
+		t.Fatal(oa.Err)
 	}
-	defer oa.l.Unlock(ctx)
+	defer oa.Lock.Unlock(ctx)
 	settle(b) // b's release reached every master
 	stragglers := int64(len(admin) - a.Quorum())
-	if n, m := sets.n.Load()-set0, evals.n.Load()-eval0; n != 0 || m > stragglers {
+	if n, m := sets.N.Load()-set0, evals.N.Load()-eval0; n != 0 || m > stragglers {
 		t.Errorf("a's Lock sent %d SET and %d EVAL while it waited its turn, want none (the EVALs of its Unlock to %d masters aside)", n, m, stragglers)
 	}
-	if n := count(holders(t, admin, key), oa.l.Value()); n != len(admin) {
+	if n := count(holders(t, admin, key), oa.Lock.Value()); n != len(admin) {
 		t.Errorf("%d of %d masters hold a's value", n, len(admin))
 	}
 }
@@ -381,14 +381,14 @@ func TestHandOffLeftBehind(t *testing.T) {
 	gotC := lockAsync(t, ctx, c, key)
 	waitRegistered(t, admin, key, 1)
 	released := time.Now()
-	if err := ob.l.Unlock(ctx); err != nil {
+	if err := ob.Lock.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	oc := obtainedWithin(t, admin, key, gotC, 5*time.Second, "c did not get the key within 5s: a's place behind b was kept")
-	if d := oc.at.Sub(released); d > time.Second {
+	if d := oc.At.Sub(released); d > time.Second {
 		t.Errorf("c got the key %v after the release", d)
 	}
-	_ = oc.l.Unlock(ctx)
+	_ = oc.Lock.Unlock(ctx)
 }
 
 // leftBehind has a call of x wait for key, held by y, and be handed it;
@@ -405,18 +405,18 @@ func leftBehind(t testing.TB, admin []*redis.Client, x, y *Redlock, key string) 
 		t.Fatal(err)
 	}
 	ox := <-gx
-	if ox.err != nil || ox.l.h == nil {
-		t.Fatalf("x's call was not handed the key: %v", ox.err)
+	if ox.Err != nil || ox.Lock.h == nil {
+		t.Fatalf("x's call was not handed the key: %v", ox.Err)
 	}
 	settle(y)
 	gy := lockAsync(t, ctx, y, key)
 	waitRegistered(t, admin, key, 1)
-	if err := ox.l.Unlock(ctx); err != nil {
+	if err := ox.Lock.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	oy := <-gy
-	if oy.err != nil {
-		t.Fatal(oy.err)
+	if oy.Err != nil {
+		t.Fatal(oy.Err)
 	}
 	return oy
 }
@@ -439,13 +439,13 @@ func TestHandOffWithdrawWakesOwn(t *testing.T) {
 	g3 := lockAsync(t, ctx, rx, key, WithTTL(20*time.Second))
 	waitRegistered(t, admin, key, 1)
 	released := time.Now()
-	if err := oc.l.Unlock(ctx); err != nil { // hands to rx's standing place
+	if err := oc.Lock.Unlock(ctx); err != nil { // hands to rx's standing place
 		t.Fatal(err)
 	}
 	rp.Close() // the other process is done: it exits
 	o := obtainedWithin(t, admin, key, g3, 3*time.Second, "G3 of the same Redlock still waits 3s after the key was freed (its backoff)")
-	t.Logf("G3 got the key %v after the release", o.at.Sub(released))
-	_ = o.l.Unlock(ctx)
+	t.Logf("G3 got the key %v after the release", o.At.Sub(released))
+	_ = o.Lock.Unlock(ctx)
 }
 
 // TestHandOffSameServer: nodes that are databases of one redis-server (New
@@ -482,13 +482,13 @@ func TestHandOffSameServer(t *testing.T) {
 	execRequests(ctx, n, q)
 	select {
 	case o := <-got:
-		if o.err == nil {
+		if o.Err == nil {
 			var vs []string
 			for _, c := range cs {
 				v, _ := c.Get(ctx, key).Result()
 				vs = append(vs, v)
 			}
-			t.Fatalf("waiter holds the lock (value %q) while the DBs hold %q", o.l.Value(), vs)
+			t.Fatalf("waiter holds the lock (value %q) while the DBs hold %q", o.Lock.Value(), vs)
 		}
 	case <-time.After(time.Second):
 		t.Log("no lock taken (ok)")
@@ -506,7 +506,7 @@ func TestHandOffCloseGivesBack(t *testing.T) {
 	rp := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
 	key := testKey(t)
 	oc := leftBehind(t, admin, rx, rp, key)
-	if err := oc.l.Unlock(ctx); err != nil { // hands to rx's standing place
+	if err := oc.Lock.Unlock(ctx); err != nil { // hands to rx's standing place
 		t.Fatal(err)
 	}
 	settle(rp)
@@ -579,8 +579,8 @@ func TestHandOffResubscribe(t *testing.T) {
 		px.Heal()
 	}
 	o := obtainedWithin(t, admin, key, got, 5*time.Second, "the waiter did not take the free key within 5s of its connections coming back")
-	t.Logf("the waiter took the key %v after its connections came back", o.at.Sub(healed))
-	_ = o.l.Unlock(ctx)
+	t.Logf("the waiter took the key %v after its connections came back", o.At.Sub(healed))
+	_ = o.Lock.Unlock(ctx)
 }
 
 // TestHandOffOrder: the key goes to the call that has waited longest, then
@@ -605,14 +605,14 @@ func TestHandOffOrder(t *testing.T) {
 	o1 := obtainedWithin(t, admin, key, got1, 5*time.Second, "the first waiter did not get the key within 5s")
 	select {
 	case o2 := <-got2:
-		t.Fatalf("the second waiter got the key (err %v) while the first held it", o2.err)
+		t.Fatalf("the second waiter got the key (err %v) while the first held it", o2.Err)
 	case <-time.After(100 * time.Millisecond):
 	}
-	if err := o1.l.Unlock(ctx); err != nil {
+	if err := o1.Lock.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	o2 := obtainedWithin(t, admin, key, got2, 5*time.Second, "the second waiter did not get the key within 5s of the first's release")
-	_ = o2.l.Unlock(ctx)
+	_ = o2.Lock.Unlock(ctx)
 }
 
 // callHandoff returns the registration of r's one Lock call waiting for a
@@ -668,14 +668,14 @@ func TestHandOffOlderRegistrationNotCounted(t *testing.T) {
 	select {
 	case o := <-got:
 		t.Fatalf("the call took a lock (%v, %v) from hand-offs under its earlier registration; the masters hold %v",
-			o.l.Value(), o.err, holders(t, admin, key))
+			o.Lock.Value(), o.Err, holders(t, admin, key))
 	case <-time.After(300 * time.Millisecond):
 	}
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	o := obtainedWithin(t, admin, key, got, 5*time.Second, "the call did not get the key at the release")
-	if err := o.l.Unlock(ctx); err != nil {
+	if err := o.Lock.Unlock(ctx); err != nil {
 		t.Error(err)
 	}
 }
@@ -689,21 +689,21 @@ func TestHandOffAutoExtended(t *testing.T) {
 	holder := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
 	waiter := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
 	const ttl = 300 * time.Millisecond
-	o := obtained{l: handedLock(t, admin, holder, waiter, WithTTL(ttl), WithAutoExtend())}
-	key := o.l.Key()
+	o := obtained{Lock: handedLock(t, admin, holder, waiter, WithTTL(ttl), WithAutoExtend())}
+	key := o.Lock.Key()
 	time.Sleep(3 * ttl)
 	select {
-	case <-o.l.Done():
-		t.Fatalf("the handed lock was lost: %v", context.Cause(o.l.Context()))
+	case <-o.Lock.Done():
+		t.Fatalf("the handed lock was lost: %v", context.Cause(o.Lock.Context()))
 	default:
 	}
-	if left := time.Until(o.l.Until()); left <= 0 {
+	if left := time.Until(o.Lock.Until()); left <= 0 {
 		t.Errorf("the handed lock's validity ended %v ago; auto-extend must renew it", -left)
 	}
-	if n := count(holders(t, admin, key), o.l.Value()); n != len(admin) {
+	if n := count(holders(t, admin, key), o.Lock.Value()); n != len(admin) {
 		t.Errorf("%d of %d masters hold the handed lock after three TTLs", n, len(admin))
 	}
-	if err := o.l.Unlock(ctx); err != nil {
+	if err := o.Lock.Unlock(ctx); err != nil {
 		t.Error(err)
 	}
 }
@@ -723,10 +723,10 @@ func handedLock(t testing.TB, admin []*redis.Client, holder, waiter *Redlock, op
 		t.Fatal(err)
 	}
 	o := obtainedWithin(t, admin, key, got, 5*time.Second, "no hand-off")
-	if !strings.Contains(o.l.Value(), "#") {
-		t.Fatalf("the call took %q by an attempt; the test needs a hand-off", o.l.Value())
+	if !strings.Contains(o.Lock.Value(), "#") {
+		t.Fatalf("the call took %q by an attempt; the test needs a hand-off", o.Lock.Value())
 	}
-	return o.l
+	return o.Lock
 }
 
 // handOffAfter takes key with holder, starts waiter's Lock of it, lets the
@@ -884,9 +884,9 @@ func lockAsync(t testing.TB, ctx context.Context, r *Redlock, key string, opts .
 }
 
 type obtained struct {
-	l   *Lock
-	err error
-	at  time.Time
+	Lock *Lock
+	Err  error
+	At   time.Time
 }
 
 // TestWakeAcrossRedlocks: a goroutine of another Redlock (as in another
@@ -922,13 +922,13 @@ func handOff(t testing.TB, l *Lock, waiter *Redlock, settle time.Duration) time.
 		t.Fatal(err)
 	}
 	o := <-got
-	if o.err != nil {
-		t.Fatal(o.err)
+	if o.Err != nil {
+		t.Fatal(o.Err)
 	}
-	if err := o.l.Unlock(ctx); err != nil {
+	if err := o.Lock.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return o.at.Sub(released)
+	return o.At.Sub(released)
 }
 
 // setCalls sums the SET calls the masters served: one per master and
@@ -971,8 +971,8 @@ func TestWakeOneAtATime(t *testing.T) {
 	case <-time.After(time.Second):
 		t.Fatal("no waiting Redlock took the key within 1s of the release")
 	}
-	if winner.err != nil {
-		t.Fatal(winner.err)
+	if winner.Err != nil {
+		t.Fatal(winner.Err)
 	}
 	time.Sleep(200 * time.Millisecond) // the other woken ones' attempts
 	attempts := (setCalls(t, cs) - before) / int64(len(cs))
@@ -980,7 +980,7 @@ func TestWakeOneAtATime(t *testing.T) {
 	if attempts > int64(len(cs)) {
 		t.Errorf("%d attempts followed one release with %d Redlocks waiting; want at most one per master (%d)", attempts, waiting, len(cs))
 	}
-	_ = winner.l.Unlock(context.Background())
+	_ = winner.Lock.Unlock(context.Background())
 	cancel()
 }
 
@@ -1032,7 +1032,7 @@ func TestWakeSkipsWaitersGone(t *testing.T) {
 				}
 				stop()
 			}
-			if o := <-quit; o.err == nil {
+			if o := <-quit; o.Err == nil {
 				t.Fatal("the first waiter took the key")
 			}
 			settle(first)
@@ -1042,13 +1042,13 @@ func TestWakeSkipsWaitersGone(t *testing.T) {
 				t.Fatal(err)
 			}
 			o := <-got
-			if o.err != nil {
-				t.Fatal(o.err)
+			if o.Err != nil {
+				t.Fatal(o.Err)
 			}
-			if d := o.at.Sub(released); d > 300*time.Millisecond {
+			if d := o.At.Sub(released); d > 300*time.Millisecond {
 				t.Errorf("the waiting Redlock took the key %v after the release: the wake-up went to the one that %s", d, gone)
 			}
-			_ = o.l.Unlock(context.Background())
+			_ = o.Lock.Unlock(context.Background())
 		})
 	}
 }
@@ -1076,10 +1076,10 @@ func TestWakeSurvivesBrokenSubscriptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := <-got
-	if o.err != nil {
-		t.Fatalf("waiter with its subscriptions dropped: %v", o.err)
+	if o.Err != nil {
+		t.Fatalf("waiter with its subscriptions dropped: %v", o.Err)
 	}
-	_ = o.l.Unlock(ctx)
+	_ = o.Lock.Unlock(ctx)
 
 	// go-redis subscribes again (its reader retries within 100 ms, and its
 	// health check pings every 3 s at most).
@@ -1093,11 +1093,11 @@ func TestWakeSurvivesBrokenSubscriptions(t *testing.T) {
 		released := time.Now()
 		_ = l.Unlock(ctx)
 		o := <-got
-		if o.err != nil {
-			t.Fatal(o.err)
+		if o.Err != nil {
+			t.Fatal(o.Err)
 		}
-		_ = o.l.Unlock(ctx)
-		if o.at.Sub(released) < 300*time.Millisecond {
+		_ = o.Lock.Unlock(ctx)
+		if o.At.Sub(released) < 300*time.Millisecond {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -1125,25 +1125,25 @@ func TestReleaserYields(t *testing.T) {
 		}
 		again := lockAsync(t, ctx, a, key)
 		first := <-got
-		if first.err != nil {
-			t.Fatal(first.err)
+		if first.Err != nil {
+			t.Fatal(first.Err)
 		}
 		select {
 		case o := <-again:
-			t.Fatalf("the releaser took the key again before the Redlock its release woke (err %v)", o.err)
+			t.Fatalf("the releaser took the key again before the Redlock its release woke (err %v)", o.Err)
 		default:
 		}
-		if err := first.l.Unlock(ctx); err != nil {
+		if err := first.Lock.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
 		o := <-again
-		if o.err != nil {
-			t.Fatal(o.err)
+		if o.Err != nil {
+			t.Fatal(o.Err)
 		}
-		if d := o.at.Sub(first.at); d > 300*time.Millisecond {
+		if d := o.At.Sub(first.At); d > 300*time.Millisecond {
 			t.Errorf("the releaser got the key back %v after the woken Redlock took it; want a wake-up", d)
 		}
-		_ = o.l.Unlock(ctx)
+		_ = o.Lock.Unlock(ctx)
 	}
 }
 
@@ -1175,13 +1175,13 @@ func TestWakeOnMinorityTell(t *testing.T) {
 		c.Del(ctx, key)
 	}
 	o := <-got
-	if o.err != nil {
-		t.Fatal(o.err)
+	if o.Err != nil {
+		t.Fatal(o.Err)
 	}
-	if d := o.at.Sub(freed); d > 300*time.Millisecond {
+	if d := o.At.Sub(freed); d > 300*time.Millisecond {
 		t.Errorf("the waiter took the key %v after one master told it; want about the wake grace, not its backoff", d)
 	}
-	_ = o.l.Unlock(ctx)
+	_ = o.Lock.Unlock(ctx)
 }
 
 // TestSubscribeSlowMaster: a master slow to subscribe (its round trips take
@@ -1261,10 +1261,10 @@ func TestHandOffWithBareQuorumUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := obtainedWithin(t, admin, key, got, 5*time.Second, "the waiter did not get the key after the holder's release")
-	if d := o.at.Sub(released); d > time.Second {
+	if d := o.At.Sub(released); d > time.Second {
 		t.Errorf("the waiter held the key %v after the release; want a hand-off, not its backoff", d)
 	}
-	if err := o.l.Unlock(ctx); err != nil {
+	if err := o.Lock.Unlock(ctx); err != nil {
 		t.Error(err)
 	}
 }

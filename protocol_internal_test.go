@@ -163,7 +163,7 @@ func TestWrappedNodeKeepsFeatures(t *testing.T) {
 			t.Fatal(err)
 		}
 		o := obtainedWithin(t, admin, key, got, 3*time.Second, "the waiter behind wrapped Nodes was not handed the key within 3 s of the release (its backoff is 10 s)")
-		if err := o.l.Unlock(ctx); err != nil {
+		if err := o.Lock.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if n := wrapped[0].(*wrappedNode).reqs.Load(); n == 0 {
@@ -602,7 +602,7 @@ func TestGatedVoteIsOneCommand(t *testing.T) {
 	c := redistest.StartT(t, 1, redistest.Options{})
 	cs := gateClients(t, c)
 	rc := gateClients(t, c)[0]
-	sent := []*sentCounter{{name: "set"}, {name: "eval"}, {name: "evalsha"}}
+	sent := []*sentCounter{{Name: "set"}, {Name: "eval"}, {Name: "evalsha"}}
 	for _, h := range sent {
 		rc.AddHook(h)
 	}
@@ -611,7 +611,7 @@ func TestGatedVoteIsOneCommand(t *testing.T) {
 	calls := func() int64 {
 		var n int64
 		for _, h := range sent {
-			n += h.n.Load()
+			n += h.N.Load()
 		}
 		return n
 	}

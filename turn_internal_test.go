@@ -156,7 +156,7 @@ func TestNudgeKeepsBackoffPace(t *testing.T) {
 	l := mustLock(t, holder, key, WithFencing())
 	settle(holder)
 	wcs := clients(t, masters.Addrs())
-	evals := &sentCounter{name: "eval"}
+	evals := &sentCounter{Name: "eval"}
 	for _, c := range wcs {
 		c.AddHook(evals)
 	}
@@ -165,7 +165,7 @@ func TestNudgeKeepsBackoffPace(t *testing.T) {
 	defer cancel()
 	got := lockAsync(t, wctx, w, key)
 	waitRegistered(t, admin, key, 1)
-	before := evals.n.Load()
+	before := evals.N.Load()
 	for end := time.Now().Add(window); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		for _, c := range admin {
 			entries, err := c.ZRange(ctx, WaitKey(key), 0, -1).Result()
@@ -181,13 +181,13 @@ func TestNudgeKeepsBackoffPace(t *testing.T) {
 			}
 		}
 	}
-	if o := <-got; o.err == nil {
+	if o := <-got; o.Err == nil {
 		t.Fatal("the waiting call got the lock the holder keeps")
 	}
 	// An attempt is a fenced acquire and its rollback on every master: at
 	// once, then one per backoff interval, and one more on the wire at the
 	// deadline.
-	attempts, most := (evals.n.Load()-before)/int64(2*len(admin)), int64(window/minBackoff+2)
+	attempts, most := (evals.N.Load()-before)/int64(2*len(admin)), int64(window/minBackoff+2)
 	t.Logf("the nudged call made %d attempts in %v", attempts, window)
 	if attempts > most {
 		t.Errorf("the nudged call made %d attempts in %v; want at most %d (one per backoff interval)", attempts, window, most)
@@ -289,13 +289,13 @@ func TestMinorityGateWakeTriesAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := <-got
-	if o.err != nil {
-		t.Fatalf("the waiting call: %v", o.err)
+	if o.Err != nil {
+		t.Fatalf("the waiting call: %v", o.Err)
 	}
-	if d := o.at.Sub(unlocked); d > gate/4 {
+	if d := o.At.Sub(unlocked); d > gate/4 {
 		t.Errorf("the waiting call took the key %v after X's Unlock woke it on a quorum; want at once", d.Round(time.Millisecond))
 	}
-	_ = o.l.Unlock(ctx)
+	_ = o.Lock.Unlock(ctx)
 }
 
 // With a backoff of seconds, only the local wake-ups can make 4 goroutines
@@ -494,14 +494,14 @@ func TestQueueEmptiesWhenWaitersEnd(t *testing.T) {
 				}
 				o := <-got
 				if end == "give-up" {
-					if o.err == nil {
+					if o.Err == nil {
 						t.Fatal("the call took the key after it gave up")
 					}
 				} else {
-					if o.err != nil {
-						t.Fatal(o.err)
+					if o.Err != nil {
+						t.Fatal(o.Err)
 					}
-					if err := o.l.Unlock(ctx); err != nil {
+					if err := o.Lock.Unlock(ctx); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -548,7 +548,7 @@ func TestPartialHandOffKeepsBackoffPace(t *testing.T) {
 	admin := clients(t, masters.Addrs())
 	holder := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
 	wcs := clients(t, masters.Addrs())
-	sets := &sentCounter{name: "set"}
+	sets := &sentCounter{Name: "set"}
 	for _, c := range wcs {
 		c.AddHook(sets)
 	}
@@ -559,12 +559,12 @@ func TestPartialHandOffKeepsBackoffPace(t *testing.T) {
 	got := lockAsync(t, ctx, waiter, key)
 	waitRegistered(t, admin, key, 1)
 	releaseOn(t, admin[3:], key, l.Value())
-	before := sets.n.Load()
+	before := sets.N.Load()
 	const window = 2 * time.Second
 	time.Sleep(window)
 	// One attempt at once (a notice from some masters may come from a split
 	// among waiters), then one per backoff interval (at least 1 s).
-	n, most := sets.n.Load()-before, int64(3*len(wcs))
+	n, most := sets.N.Load()-before, int64(3*len(wcs))
 	t.Logf("the waiter sent %d SETs in %v while the holder kept a quorum", n, window)
 	if n > most {
 		t.Errorf("the waiter sent %d SETs in %v while the holder kept a quorum; want at most %d (backoff pace)", n, window, most)
@@ -574,10 +574,10 @@ func TestPartialHandOffKeepsBackoffPace(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := obtainedWithin(t, admin, key, got, 5*time.Second, "the waiter did not get the key after the holder's release")
-	if d := o.at.Sub(released); d > time.Second {
+	if d := o.At.Sub(released); d > time.Second {
 		t.Errorf("the waiter held the key %v after the release; want a hand-off, not its backoff", d)
 	}
-	if err := o.l.Unlock(ctx); err != nil {
+	if err := o.Lock.Unlock(ctx); err != nil {
 		t.Error(err)
 	}
 }
@@ -651,13 +651,13 @@ func TestHandOffTooLateTriesAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := obtainedWithin(t, admin, key, got, 15*time.Second, "no lock")
-	if d := o.at.Sub(released); d > time.Second {
+	if d := o.At.Sub(released); d > time.Second {
 		t.Errorf("the waiter took the key %v after the release; want about a round trip, not its backoff", d)
 	}
-	if left := time.Until(o.l.Until()); left <= 0 {
+	if left := time.Until(o.Lock.Until()); left <= 0 {
 		t.Errorf("the lock came with no validity left (%v)", left)
 	}
-	_ = o.l.Unlock(ctx)
+	_ = o.Lock.Unlock(ctx)
 }
 
 // TestOwnedReleaseSkipsOwnWaiter: an owned hold's release does not hand
@@ -688,10 +688,10 @@ func TestOwnedReleaseSkipsOwnWaiter(t *testing.T) {
 	if n := after - published; n != 0 {
 		t.Errorf("the masters published %d messages; the owned release must skip its own Redlock's waiter", n)
 	}
-	if strings.Contains(o.l.Value(), "#") {
-		t.Errorf("the waiter holds a hand-off (%q) from its own Redlock's release", o.l.Value())
+	if strings.Contains(o.Lock.Value(), "#") {
+		t.Errorf("the waiter holds a hand-off (%q) from its own Redlock's release", o.Lock.Value())
 	}
-	_ = o.l.Unlock(ctx)
+	_ = o.Lock.Unlock(ctx)
 }
 
 // TestRelockOtherTTLWaitsItsTurn: a Redlock whose lock came from a waiting
@@ -704,7 +704,7 @@ func TestRelockOtherTTLWaitsItsTurn(t *testing.T) {
 	ctx := context.Background()
 	admin := clients(t, masters.Addrs())
 	acs := clients(t, masters.Addrs())
-	sets := &sentCounter{name: "set"}
+	sets := &sentCounter{Name: "set"}
 	for _, c := range acs {
 		c.AddHook(sets)
 	}
@@ -712,18 +712,18 @@ func TestRelockOtherTTLWaitsItsTurn(t *testing.T) {
 	b := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
 	key := testKey(t)
 	gotB := unlockWaited(t, admin, a, b, key) // hands to b
-	before := sets.n.Load()
+	before := sets.N.Load()
 	gotA := lockAsync(t, ctx, a, key, WithTTL(20*time.Second))
 	ob := obtainedWithin(t, admin, key, gotB, 5*time.Second, "b was not handed the key")
 	time.Sleep(50 * time.Millisecond)
-	if err := ob.l.Unlock(ctx); err != nil {
+	if err := ob.Lock.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	oa := obtainedWithin(t, admin, key, gotA, 5*time.Second, "a did not get the key at b's release")
-	if n := sets.n.Load() - before; n != 0 {
+	if n := sets.N.Load() - before; n != 0 {
 		t.Errorf("a's Lock sent %d SETs while b held the key; want none: it waits its turn", n)
 	}
-	_ = oa.l.Unlock(ctx)
+	_ = oa.Lock.Unlock(ctx)
 }
 
 // TestMinorityWakeKeepsBackoffPace: the wake-up twin of
@@ -737,7 +737,7 @@ func TestMinorityWakeKeepsBackoffPace(t *testing.T) {
 	ctx := context.Background()
 	admin := clients(t, masters.Addrs())
 	holder := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())))
-	sets := &sentCounter{name: "eval"}
+	sets := &sentCounter{Name: "eval"}
 	var waiters []*Redlock
 	var got []<-chan obtained
 	key := testKey(t)
@@ -754,14 +754,14 @@ func TestMinorityWakeKeepsBackoffPace(t *testing.T) {
 		waitQueued(t, w, key)
 	}
 	waitRegistered(t, admin, key, 2)
-	before := sets.n.Load()
+	before := sets.N.Load()
 	releaseOn(t, admin[3:], key, l.Value())
 	const window = 2 * time.Second
 	time.Sleep(window)
 	// Each waiter: one attempt at once, then one per backoff interval (at
 	// least 1 s); an attempt is a fenced acquire and its rollback, two
 	// EVALs per master.
-	n, most := sets.n.Load()-before, int64(2*3*2*len(admin))
+	n, most := sets.N.Load()-before, int64(2*3*2*len(admin))
 	t.Logf("the waiters sent %d EVALs in %v while the holder kept a quorum", n, window)
 	if n > most {
 		t.Errorf("the waiters sent %d EVALs in %v while the holder kept a quorum; want at most %d (backoff pace)", n, window, most)
@@ -771,10 +771,10 @@ func TestMinorityWakeKeepsBackoffPace(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := obtainedWithin(t, admin, key, merge(got), 5*time.Second, "no waiter got the key after the holder's release")
-	if d := o.at.Sub(released); d > time.Second {
+	if d := o.At.Sub(released); d > time.Second {
 		t.Errorf("a waiter took the key %v after the release; want a wake-up, not the backoff", d)
 	}
-	_ = o.l.Unlock(ctx)
+	_ = o.Lock.Unlock(ctx)
 	for _, w := range waiters {
 		w.Close()
 	}
@@ -823,10 +823,10 @@ func TestRollbackLeavesFreedKeyToOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := obtainedWithin(t, admin, key, got, 5*time.Second, "the waiter did not get the key at the holder's release")
-	if d := o.at.Sub(released); d > time.Second {
+	if d := o.At.Sub(released); d > time.Second {
 		t.Errorf("the waiter got the key %v after the release; want a hand-off", d)
 	}
-	_ = o.l.Unlock(ctx)
+	_ = o.Lock.Unlock(ctx)
 }
 
 // waiterRegistered reports whether a Lock call of r for key has sent a
@@ -863,11 +863,11 @@ func TestWokenUnlockLeavesMark(t *testing.T) {
 	}
 	gotA := lockAsync(t, ctx, a, key)
 	ob := obtainedWithin(t, admin, key, gotB, 5*time.Second, "b did not get the key after a's Unlock woke it")
-	if err := ob.l.Unlock(ctx); err != nil {
+	if err := ob.Lock.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	oa := obtainedWithin(t, admin, key, gotA, 5*time.Second, "a did not get the key at b's release")
-	_ = oa.l.Unlock(ctx)
+	_ = oa.Lock.Unlock(ctx)
 }
 
 // unlockWaited gives a a lock that came from a waiting call (b holds key,
@@ -887,7 +887,7 @@ func unlockWaited(t *testing.T, admin []*redis.Client, a, b *Redlock, key string
 	oa := obtainedWithin(t, admin, key, gotA, 5*time.Second, "a did not get the key at b's Unlock")
 	gotB := lockAsync(t, ctx, b, key)
 	waitRegistered(t, admin, key, 1)
-	if err := oa.l.Unlock(ctx); err != nil {
+	if err := oa.Lock.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return gotB
