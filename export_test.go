@@ -38,6 +38,17 @@ var (
 	FaultClients     = faultClients
 	WaitDialProbes   = waitDialProbes
 	LimitRapidChecks = limitRapidChecks
+	LockAsync        = lockAsync
+	ObtainedWithin   = obtainedWithin
+	WaitRegistered   = waitRegistered
+	HandedLock       = handedLock
+	Merge            = merge
+	HandOff          = handOff
+)
+
+type (
+	Obtained    = obtained
+	SentCounter = sentCounter
 )
 
 // Foreign is a value no Redlock writes: another client's.

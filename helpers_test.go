@@ -33,6 +33,17 @@ var (
 	faultClients     = redlock.FaultClients
 	waitDialProbes   = redlock.WaitDialProbes
 	limitRapidChecks = redlock.LimitRapidChecks
+	lockAsync        = redlock.LockAsync
+	obtainedWithin   = redlock.ObtainedWithin
+	waitRegistered   = redlock.WaitRegistered
+	handedLock       = redlock.HandedLock
+	merge            = redlock.Merge
+	handOff          = redlock.HandOff
+)
+
+type (
+	obtained    = redlock.Obtained
+	sentCounter = redlock.SentCounter
 )
 
 const foreign = redlock.Foreign
