@@ -43,13 +43,26 @@ var (
 	WaitRegistered   = waitRegistered
 	HandedLock       = handedLock
 	Merge            = merge
-	HandOff          = handOff
+	ClusterMasters   = clusterMasters
+	ClusterNodes     = clusterNodes
+	ClusterGets      = clusterGets
+	RingMaster       = ringMaster
+	ShardOf          = shardOf
+	AclUser          = aclUser
+	AclRefusal       = aclRefusal
+	UserRedlock      = userRedlock
+	AclCommands      = aclCommands
 )
 
 type (
 	Obtained    = obtained
 	SentCounter = sentCounter
+	QuietLogger = quietLogger
 )
 
-// Foreign is a value no Redlock writes: another client's.
-const Foreign = foreign
+const (
+	Foreign       = foreign
+	AclPassword   = aclPassword
+	QuietChildEnv = quietChildEnv
+	QuietLineEnv  = quietLineEnv
+)

@@ -564,36 +564,6 @@ func handedLock(t testing.TB, admin []*redis.Client, holder, waiter *Redlock, op
 	return o.Lock
 }
 
-// handOffAfter takes key with holder, starts waiter's Lock of it, lets the
-// waiter try and queue, and unlocks: it returns the waiter's lock and how
-// long after the Unlock started the waiter held it.
-func handOffAfter(t *testing.T, holder, waiter *Redlock, key string, opts ...Option) (*Lock, time.Duration) {
-	t.Helper()
-	ctx := context.Background()
-	l, err := holder.Lock(ctx, key, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan *Lock, 1)
-	go func() {
-		w, err := waiter.Lock(ctx, key, opts...)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- w
-	}()
-	time.Sleep(200 * time.Millisecond) // the waiter tried, and queued
-	start := time.Now()
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	w := <-got
-	if w == nil {
-		t.FailNow()
-	}
-	return w, time.Since(start)
-}
-
 // hookClock is the real clock, and runs hook (when set) on every reading
 // with the names of the functions on the reader's stack: a test stops a
 // goroutine at a chosen reading to force a schedule.
@@ -722,29 +692,6 @@ type obtained struct {
 	Lock *Lock
 	Err  error
 	At   time.Time
-}
-
-// handOff has waiter wait for l's key (with a backoff of 1 to 2 s), lets
-// it settle (subscribed and queued) for the given time, releases l, and
-// returns how long after the release waiter held the key; it releases it.
-func handOff(t testing.TB, l *Lock, waiter *Redlock, settle time.Duration) time.Duration {
-	t.Helper()
-	ctx := context.Background()
-	got := lockAsync(t, ctx, waiter, l.Key(), WithBackoff(2*time.Second, 2*time.Second))
-	waitQueued(t, waiter, l.Key())
-	time.Sleep(settle)
-	released := time.Now()
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	o := <-got
-	if o.Err != nil {
-		t.Fatal(o.Err)
-	}
-	if err := o.Lock.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return o.At.Sub(released)
 }
 
 // merge forwards the first value of any of chs.

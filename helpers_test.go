@@ -38,12 +38,26 @@ var (
 	waitRegistered   = redlock.WaitRegistered
 	handedLock       = redlock.HandedLock
 	merge            = redlock.Merge
-	handOff          = redlock.HandOff
+	clusterMasters   = redlock.ClusterMasters
+	clusterNodes     = redlock.ClusterNodes
+	clusterGets      = redlock.ClusterGets
+	ringMaster       = redlock.RingMaster
+	shardOf          = redlock.ShardOf
+	aclUser          = redlock.AclUser
+	aclRefusal       = redlock.AclRefusal
+	userRedlock      = redlock.UserRedlock
+	aclCommands      = redlock.AclCommands
 )
 
 type (
 	obtained    = redlock.Obtained
 	sentCounter = redlock.SentCounter
+	quietLogger = redlock.QuietLogger
 )
 
-const foreign = redlock.Foreign
+const (
+	foreign       = redlock.Foreign
+	aclPassword   = redlock.AclPassword
+	quietChildEnv = redlock.QuietChildEnv
+	quietLineEnv  = redlock.QuietLineEnv
+)
