@@ -58,6 +58,7 @@ type (
 	Obtained    = obtained
 	SentCounter = sentCounter
 	QuietLogger = quietLogger
+	Recorder    = recorder
 )
 
 const (

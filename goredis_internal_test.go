@@ -598,7 +598,7 @@ func TestACLWakeups(t *testing.T) {
 			}
 			// The observer is told once how subscribing went.
 			var subscribes []string
-			for _, e := range rec.take() {
+			for _, e := range rec.Take() {
 				if strings.HasPrefix(e, "subscribe") {
 					subscribes = append(subscribes, e)
 				}

@@ -755,7 +755,7 @@ func TestSubscribeSlowMaster(t *testing.T) {
 	r := newRedlock(t, nodesOf(t, clients(t, addrs)), WithObserver(rec), WithNodeTimeout(250*time.Millisecond))
 	r.wake.start(context.Background(), testKey(t), 250*time.Millisecond)
 	var subscribe []string
-	for _, e := range rec.take() {
+	for _, e := range rec.Take() {
 		if strings.HasPrefix(e, "subscribe") {
 			subscribe = append(subscribe, e)
 		}

@@ -53,6 +53,7 @@ type (
 	obtained    = redlock.Obtained
 	sentCounter = redlock.SentCounter
 	quietLogger = redlock.QuietLogger
+	recorder    = redlock.Recorder
 )
 
 const (
