@@ -24,34 +24,40 @@ func Masters() *redistest.Cluster { return masters }
 // in main_test.go and in the *_internal_test.go file named after what they
 // help test.
 var (
-	UniqueKey        = testKey
-	Clients          = clients
-	NodesOf          = nodesOf
-	NewRedlock       = newRedlock
-	Holders          = holders
-	Count            = count
-	Holds            = holds
-	MustLock         = mustLock
-	MustRefuse       = mustRefuse
-	Occupy           = occupy
-	Free             = free
-	FaultClients     = faultClients
-	WaitDialProbes   = waitDialProbes
-	LimitRapidChecks = limitRapidChecks
-	LockAsync        = lockAsync
-	ObtainedWithin   = obtainedWithin
-	WaitRegistered   = waitRegistered
-	HandedLock       = handedLock
-	Merge            = merge
-	ClusterMasters   = clusterMasters
-	ClusterNodes     = clusterNodes
-	ClusterGets      = clusterGets
-	RingMaster       = ringMaster
-	ShardOf          = shardOf
-	AclUser          = aclUser
-	AclRefusal       = aclRefusal
-	UserRedlock      = userRedlock
-	AclCommands      = aclCommands
+	UniqueKey           = testKey
+	Clients             = clients
+	NodesOf             = nodesOf
+	NewRedlock          = newRedlock
+	Holders             = holders
+	Count               = count
+	Holds               = holds
+	MustLock            = mustLock
+	MustRefuse          = mustRefuse
+	Occupy              = occupy
+	Free                = free
+	FaultClients        = faultClients
+	WaitDialProbes      = waitDialProbes
+	LimitRapidChecks    = limitRapidChecks
+	LockAsync           = lockAsync
+	ObtainedWithin      = obtainedWithin
+	WaitRegistered      = waitRegistered
+	HandedLock          = handedLock
+	Merge               = merge
+	ClusterMasters      = clusterMasters
+	ClusterNodes        = clusterNodes
+	ClusterGets         = clusterGets
+	RingMaster          = ringMaster
+	ShardOf             = shardOf
+	AclUser             = aclUser
+	AclRefusal          = aclRefusal
+	UserRedlock         = userRedlock
+	AclCommands         = aclCommands
+	GateClients         = gateClients
+	GateRefusals        = gateRefusals
+	StartReplicated     = startReplicated
+	ReplicatedNodes     = replicatedNodes
+	SetReplicationDelay = setReplicationDelay
+	StartFake           = startFake
 )
 
 type (
