@@ -58,6 +58,9 @@ var (
 	ReplicatedNodes     = replicatedNodes
 	SetReplicationDelay = setReplicationDelay
 	StartFake           = startFake
+	HoldMany            = holdMany
+	UnlockAll           = unlockAll
+	IdleGoroutines      = idleGoroutines
 )
 
 type (

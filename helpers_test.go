@@ -53,6 +53,9 @@ var (
 	replicatedNodes     = redlock.ReplicatedNodes
 	setReplicationDelay = redlock.SetReplicationDelay
 	startFake           = redlock.StartFake
+	holdMany            = redlock.HoldMany
+	unlockAll           = redlock.UnlockAll
+	idleGoroutines      = redlock.IdleGoroutines
 )
 
 type (
