@@ -61,6 +61,7 @@ var (
 	HoldMany            = holdMany
 	UnlockAll           = unlockAll
 	IdleGoroutines      = idleGoroutines
+	UnlockWaited        = unlockWaited
 )
 
 type (

@@ -56,6 +56,7 @@ var (
 	holdMany            = redlock.HoldMany
 	unlockAll           = redlock.UnlockAll
 	idleGoroutines      = redlock.IdleGoroutines
+	unlockWaited        = redlock.UnlockWaited
 )
 
 type (
