@@ -2,13 +2,13 @@ package redlock_test
 
 import "github.com/redlock/redlock"
 
-// The helpers this package shares with the internal tests (package
-// redlock), lent by export_test.go, under the names they have there. In
-// this package's tests every name qualified with redlock. is the library's
-// API; the unqualified ones are these and the helpers of the file at hand.
+// What this package has from package redlock's test files (export_test.go
+// lends it), under the names it has there. In this package's tests, every
+// name qualified with redlock. is the library's API; the unqualified ones
+// are these and the helpers of the file at hand.
 
-// masters returns the five masters TestMain starts (main_test.go); the
-// tests use keys of their own on them.
+// masters returns the five masters TestMain starts (main_test.go); each
+// test uses keys of its own on them.
 var masters = redlock.Masters
 
 var (
@@ -18,56 +18,80 @@ var (
 
 const driftFloor = redlock.DriftFloor
 
+// The shared helpers, by the file that defines them.
 var (
-	testKey             = redlock.UniqueKey
-	clients             = redlock.Clients
-	nodesOf             = redlock.NodesOf
-	newRedlock          = redlock.NewRedlock
-	holders             = redlock.Holders
-	count               = redlock.Count
-	holds               = redlock.Holds
-	mustLock            = redlock.MustLock
-	mustRefuse          = redlock.MustRefuse
-	occupy              = redlock.Occupy
-	free                = redlock.Free
-	faultClients        = redlock.FaultClients
-	waitDialProbes      = redlock.WaitDialProbes
-	limitRapidChecks    = redlock.LimitRapidChecks
-	lockAsync           = redlock.LockAsync
-	obtainedWithin      = redlock.ObtainedWithin
-	waitRegistered      = redlock.WaitRegistered
-	handedLock          = redlock.HandedLock
-	merge               = redlock.Merge
-	clusterMasters      = redlock.ClusterMasters
-	clusterNodes        = redlock.ClusterNodes
-	clusterGets         = redlock.ClusterGets
-	ringMaster          = redlock.RingMaster
-	shardOf             = redlock.ShardOf
-	aclUser             = redlock.AclUser
-	aclRefusal          = redlock.AclRefusal
-	userRedlock         = redlock.UserRedlock
-	aclCommands         = redlock.AclCommands
+	// main_test.go
+	testKey    = redlock.UniqueKey
+	clients    = redlock.Clients
+	nodesOf    = redlock.NodesOf
+	newRedlock = redlock.NewRedlock
+	holders    = redlock.Holders
+	count      = redlock.Count
+	startFake  = redlock.StartFake
+
+	// lock_internal_test.go
+	holds      = redlock.Holds
+	mustLock   = redlock.MustLock
+	mustRefuse = redlock.MustRefuse
+
+	// fence_internal_test.go
+	occupy           = redlock.Occupy
+	free             = redlock.Free
+	faultClients     = redlock.FaultClients
+	waitDialProbes   = redlock.WaitDialProbes
+	limitRapidChecks = redlock.LimitRapidChecks
+
+	// handoff_internal_test.go
+	lockAsync      = redlock.LockAsync
+	obtainedWithin = redlock.ObtainedWithin
+	waitRegistered = redlock.WaitRegistered
+	handedLock     = redlock.HandedLock
+	merge          = redlock.Merge
+
+	// goredis_internal_test.go
+	clusterMasters = redlock.ClusterMasters
+	clusterNodes   = redlock.ClusterNodes
+	clusterGets    = redlock.ClusterGets
+	ringMaster     = redlock.RingMaster
+	shardOf        = redlock.ShardOf
+	aclCommands    = redlock.AclCommands
+	aclUser        = redlock.AclUser
+	userRedlock    = redlock.UserRedlock
+	aclRefusal     = redlock.AclRefusal
+
+	// protocol_internal_test.go
 	gateClients         = redlock.GateClients
 	gateRefusals        = redlock.GateRefusals
 	startReplicated     = redlock.StartReplicated
 	replicatedNodes     = redlock.ReplicatedNodes
 	setReplicationDelay = redlock.SetReplicationDelay
-	startFake           = redlock.StartFake
-	holdMany            = redlock.HoldMany
-	unlockAll           = redlock.UnlockAll
-	idleGoroutines      = redlock.IdleGoroutines
-	unlockWaited        = redlock.UnlockWaited
+
+	// scheduler_internal_test.go
+	holdMany       = redlock.HoldMany
+	unlockAll      = redlock.UnlockAll
+	idleGoroutines = redlock.IdleGoroutines
+
+	// turn_internal_test.go
+	unlockWaited = redlock.UnlockWaited
 )
 
 type (
+	// main_test.go
+	quietLogger = redlock.QuietLogger
+
+	// handoff_internal_test.go
 	obtained    = redlock.Obtained
 	sentCounter = redlock.SentCounter
-	quietLogger = redlock.QuietLogger
-	recorder    = redlock.Recorder
+
+	// observe_internal_test.go
+	recorder = redlock.Recorder
 )
 
 const (
-	foreign       = redlock.Foreign
+	// redlock_internal_test.go
+	foreign = redlock.Foreign
+
+	// goredis_internal_test.go
 	aclPassword   = redlock.AclPassword
 	quietChildEnv = redlock.QuietChildEnv
 	quietLineEnv  = redlock.QuietLineEnv
