@@ -2,7 +2,7 @@ package redlock_test
 
 import "github.com/redlock/redlock"
 
-// What this package has from package redlock's test files (export_test.go
+// What this package has from package redlock's test files (main_test.go
 // lends it), under the names it has there. In this package's tests, every
 // name qualified with redlock. is the library's API; the unqualified ones
 // are these and the helpers of the file at hand.
@@ -78,13 +78,11 @@ var (
 type (
 	// main_test.go
 	quietLogger = redlock.QuietLogger
+	recorder    = redlock.Recorder
 
 	// handoff_internal_test.go
 	obtained    = redlock.Obtained
 	sentCounter = redlock.SentCounter
-
-	// observe_internal_test.go
-	recorder = redlock.Recorder
 )
 
 const (

@@ -3,6 +3,7 @@ package redlock
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -438,3 +439,165 @@ func (f *faultNode) acquire(ctx context.Context, c *Command) {
 
 // onSend makes f call fn as each request is sent.
 func (f *faultNode) onSend(fn func(*request)) { f.during.Store(&fn) }
+
+// recorder is an Observer that writes each event as one line. The observe
+// tests are in observe_test.go; internal tests record events too, so it is
+// defined here and lent to them (below).
+type recorder struct {
+	mu     sync.Mutex
+	events []string
+	Nodes  [][]NodeReply // each phase's Nodes, in order
+}
+
+type depthKey struct{}
+
+func depth(ctx context.Context) int { d, _ := ctx.Value(depthKey{}).(int); return d }
+
+func (o *recorder) add(s string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.events = append(o.events, s)
+}
+
+func (o *recorder) Start(ctx context.Context, c *Call) context.Context {
+	d := depth(ctx) + 1
+	o.add(fmt.Sprintf("start %s depth=%d", c.Op, d))
+	return context.WithValue(ctx, depthKey{}, d)
+}
+
+func (o *recorder) Phase(ctx context.Context, e *PhaseEvent) {
+	var outcomes []string
+	for _, n := range e.Nodes {
+		outcomes = append(outcomes, n.Outcome.String())
+	}
+	// Which master answered after the decision varies from run to run:
+	// compare the outcomes as a multiset.
+	slices.Sort(outcomes)
+	s := fmt.Sprintf("%s depth=%d", e.Op, depth(ctx))
+	if e.Op == PhaseAcquire {
+		s += fmt.Sprintf(" attempt=%d", e.Attempt)
+	}
+	s += fmt.Sprintf(" %d/%d/%d q=%d [%s] ok=%v", e.Succeeded, e.Refused, e.Failed, e.Quorum, strings.Join(outcomes, " "), e.Err == nil)
+	if e.Err == nil && e.Op != PhaseRelease && e.Op != PhaseSubscribe && e.Validity <= 0 {
+		s += " NO-VALIDITY"
+	}
+	o.add(s)
+	o.mu.Lock()
+	o.Nodes = append(o.Nodes, append([]NodeReply(nil), e.Nodes...))
+	o.mu.Unlock()
+}
+
+func (o *recorder) End(ctx context.Context, c *Call) {
+	o.add(fmt.Sprintf("end %s depth=%d attempts=%d fenced=%v ok=%v", c.Op, depth(ctx), c.Attempts, c.Fence != 0, c.Err == nil))
+}
+
+func (o *recorder) Lost(key string, cause error) {
+	o.add(fmt.Sprintf("lost lockLost=%v", errors.Is(cause, ErrLockLost)))
+}
+
+func (o *recorder) Take() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ev := o.events
+	o.events = nil
+	return ev
+}
+
+// This file lends package redlock_test, the tests that use only what a user
+// can call, what they cannot have from the API: two waits for what a
+// Redlock does out of the caller's sight, a constant of the validity
+// arithmetic, the shared masters, and the helpers they share with the
+// internal tests. Each is defined once, in package redlock's test files,
+// where the internal tests use it too; helpers_test.go gives it back its own
+// name in package redlock_test, so that a test reads the same in either
+// package.
+
+// Settle waits for the requests a Redlock still runs in the background;
+// WaitQueued, until a goroutine of the Redlock waits for a key.
+var (
+	Settle     = settle
+	WaitQueued = waitQueued
+)
+
+// DriftFloor is the fixed part of every lock's drift allowance (options.go).
+const DriftFloor = driftFloor
+
+// Masters returns the masters TestMain starts, once it has started them.
+func Masters() *redistest.Cluster { return masters }
+
+// The shared helpers, by the file that defines them.
+var (
+	// main_test.go
+	UniqueKey  = testKey
+	Clients    = clients
+	NodesOf    = nodesOf
+	NewRedlock = newRedlock
+	Holders    = holders
+	Count      = count
+	StartFake  = startFake
+
+	// lock_internal_test.go
+	Holds      = holds
+	MustLock   = mustLock
+	MustRefuse = mustRefuse
+
+	// fence_internal_test.go
+	Occupy           = occupy
+	Free             = free
+	FaultClients     = faultClients
+	WaitDialProbes   = waitDialProbes
+	LimitRapidChecks = limitRapidChecks
+
+	// handoff_internal_test.go
+	LockAsync      = lockAsync
+	ObtainedWithin = obtainedWithin
+	WaitRegistered = waitRegistered
+	HandedLock     = handedLock
+	Merge          = merge
+
+	// goredis_internal_test.go
+	ClusterMasters = clusterMasters
+	ClusterNodes   = clusterNodes
+	ClusterGets    = clusterGets
+	RingMaster     = ringMaster
+	ShardOf        = shardOf
+	AclCommands    = aclCommands
+	AclUser        = aclUser
+	UserRedlock    = userRedlock
+	AclRefusal     = aclRefusal
+
+	// protocol_internal_test.go
+	GateClients         = gateClients
+	GateRefusals        = gateRefusals
+	StartReplicated     = startReplicated
+	ReplicatedNodes     = replicatedNodes
+	SetReplicationDelay = setReplicationDelay
+
+	// scheduler_internal_test.go
+	HoldMany       = holdMany
+	UnlockAll      = unlockAll
+	IdleGoroutines = idleGoroutines
+
+	// turn_internal_test.go
+	UnlockWaited = unlockWaited
+)
+
+type (
+	// main_test.go
+	QuietLogger = quietLogger
+	Recorder    = recorder
+
+	// handoff_internal_test.go
+	Obtained    = obtained
+	SentCounter = sentCounter
+)
+
+const (
+	// redlock_internal_test.go
+	Foreign = foreign
+
+	// goredis_internal_test.go
+	AclPassword   = aclPassword
+	QuietChildEnv = quietChildEnv
+	QuietLineEnv  = quietLineEnv
+)
