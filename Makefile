@@ -66,6 +66,6 @@ tidy:
 modules:
 	bash .ci/modules
 
-# Tag a release of every module: make release VERSION=vX.Y.Z (RELEASING.md).
+# Tag a release of every module: make release VERSION=vX.Y.Z (docs/releasing.md).
 release:
 	bash .ci/release $(VERSION)
