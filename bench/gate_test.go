@@ -33,8 +33,8 @@ func BenchmarkLockUnlockGated(b *testing.B) {
 // op to op, each timed alone. It reports gated÷ungated, the ratio of the two
 // sums, and each one's median time per Lock+Unlock. Two sequential
 // benchmarks see the machine in different moments (their per-pass ratios
-// here spread from 0.9 to 1.4); the pair sees it in the same ones, so the
-// ratio holds still from pass to pass. With the gate on both sides it reads
+// here spread from 0.9 to 1.4); the pair sees it in the same ones, and its
+// per-pass ratios spread about 0.1. With the gate on both sides it reads
 // 1.00 (an A/A check: BenchmarkGateCost/lib=redlock/nodes=1/gate=both).
 func BenchmarkGateCost(b *testing.B) {
 	waitUp(b, masters.Addrs(), ttl+time.Second)
