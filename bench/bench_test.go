@@ -70,13 +70,18 @@ func lockUnlockKey(b *testing.B, l lib, key string) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		h, err := l.lock(ctx, key)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := h.unlock(ctx); err != nil {
-			b.Fatal(err)
-		}
+		lockUnlockOnce(ctx, b, l, key)
+	}
+}
+
+// lockUnlockOnce is one Lock and Unlock of key by l; b fails on an error.
+func lockUnlockOnce(ctx context.Context, b *testing.B, l lib, key string) {
+	h, err := l.lock(ctx, key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := h.unlock(ctx); err != nil {
+		b.Fatal(err)
 	}
 }
 

@@ -57,13 +57,7 @@ func gateCost(b *testing.B, base, gated lib) {
 	var tb, tg []time.Duration
 	one := func(l lib, key string) time.Duration {
 		start := time.Now()
-		h, err := l.lock(ctx, key)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := h.unlock(ctx); err != nil {
-			b.Fatal(err)
-		}
+		lockUnlockOnce(ctx, b, l, key)
 		return time.Since(start)
 	}
 	for i := 0; b.Loop(); i++ {

@@ -146,17 +146,7 @@ func newSimLua() *simLua {
 }
 
 // luaNumber14 is a number as Lua 5.1 writes it ("%.14g").
-func luaNumber14(f float64) string {
-	switch {
-	case math.IsInf(f, 1):
-		return "inf"
-	case math.IsInf(f, -1):
-		return "-inf"
-	case math.IsNaN(f):
-		return "nan"
-	}
-	return fmt.Sprintf("%.14g", f)
-}
+func luaNumber14(f float64) string { return luaNumber(f, "%.14g") }
 
 // luaNumberArg is a number passed to redis.call as Redis 7.0 writes it
 // ("%.17g").
@@ -164,6 +154,11 @@ func luaNumberArg(f float64) string {
 	if f == math.Trunc(f) && math.Abs(f) < 1e17 {
 		return strconv.FormatInt(int64(f), 10)
 	}
+	return luaNumber(f, "%.17g")
+}
+
+// luaNumber is f in format, but the infinities and NaN as Lua writes them.
+func luaNumber(f float64, format string) string {
 	switch {
 	case math.IsInf(f, 1):
 		return "inf"
@@ -172,7 +167,7 @@ func luaNumberArg(f float64) string {
 	case math.IsNaN(f):
 		return "nan"
 	}
-	return fmt.Sprintf("%.17g", f)
+	return fmt.Sprintf(format, f)
 }
 
 // redisErrorText is the text of the error table Redis makes from err:
