@@ -1,8 +1,10 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,9 @@ import (
 const (
 	testDuration = 3 * time.Second
 	testClients  = 4
+	// maxLoggedFailures bounds the failed acquire calls a scenario that
+	// missed its verdict logs.
+	maxLoggedFailures = 12
 )
 
 // The two backends run one after the other, not in parallel: together
@@ -74,11 +79,25 @@ func runScenarios(t *testing.T, backend string) {
 }
 
 // logUnsafe logs every late write and the holding it came from, to tell a
-// harness race from a finding.
+// harness race from a finding, and the last failed acquire calls (why
+// clients could not get a key: masters they could not reach, or that
+// refused them).
 func logUnsafe(t *testing.T, h History) {
 	byID := make(map[int]Acquire)
+	var failed []Acquire
 	for _, a := range h.Acquires {
 		byID[a.ID] = a
+		if !a.OK {
+			failed = append(failed, a)
+		}
+	}
+	slices.SortFunc(failed, func(a, b Acquire) int { return cmp.Compare(a.Start, b.Start) })
+	if len(failed) > maxLoggedFailures {
+		t.Logf("%d acquire calls failed; the last %d:", len(failed), maxLoggedFailures)
+		failed = failed[len(failed)-maxLoggedFailures:]
+	}
+	for _, a := range failed {
+		t.Logf("failed acquire: client %d, %s, from %v: %s", a.Client, a.Key, a.Start.Round(time.Millisecond), a.Err)
 	}
 	for _, w := range h.Writes {
 		if a := byID[w.Holder]; a.OK && w.At > a.valid() {

@@ -128,7 +128,7 @@ var scenarios = []scenario{
 	},
 	{
 		name:      "failover-without-key",
-		about:     "masters that are each a primary, a replica and a Sentinel (local processes, whatever the backend): a holder takes the key on a bare majority while master 0's replication link is cut, master 0's primary is killed, and the Sentinel promotes the replica, which lacks the key; a second client wins a quorum too: the checker finds the overlap",
+		about:     "masters that are each a primary, a replica and a Sentinel (local processes, whatever the backend): a holder takes the key on a bare majority while master 0's replication link is cut, master 0's primary is killed, and the Sentinel promotes the replica, which lacks the key; a second client (the workload held back) wins a quorum too: the checker finds the overlap",
 		sentinels: true,
 		script:    failoverScript,
 		want:      []expectation{overlapFound},
@@ -486,10 +486,11 @@ func shardKill(ctx context.Context, e *env) error {
 // scripted holder the first key on a bare majority, masters 0 to Q-1 (the
 // others cut off from it while it acquires: onBareMajority): master
 // 0's primary acknowledges a key its replica never gets. Then that primary
-// is killed and the Sentinel promotes the replica, without the key. The
-// workload resumes; the holder writes until another holder wrote or its
-// validity ends. With confirmation on, master 0's vote never counts while
-// its replica is cut off: the holder gets no bare majority.
+// is killed and the Sentinel promotes the replica, without the key. A
+// second client locks the key too (secondHolder), then the workload
+// resumes; the holder writes until another holder wrote or its validity
+// ends. With confirmation on, master 0's vote never counts while its
+// replica is cut off: the holder gets no bare majority.
 func failoverScript(ctx context.Context, e *env) error {
 	sh, ok := e.cl.(*cluster.Sentinels)
 	if !ok {
@@ -530,12 +531,50 @@ func failoverScript(ctx context.Context, e *env) error {
 		return err
 	}
 	e.rec.faultEnd(fo)
+	if h != nil && !e.confirm {
+		if err := e.secondHolder(ctx, h, key); err != nil {
+			return err
+		}
+	}
 	e.gate.Unlock()
 	gated = false
 	if h == nil {
 		return nil
 	}
 	e.workOn(h, key)
+	return nil
+}
+
+// secondHolder is the failover's second client: with the workload still
+// held back, a client of its own locks key while h holds it, writes as a
+// workload client does and releases. It has the rest of h's validity to
+// win the masters that lost h's key (the promoted replica may still hold
+// an older hand-off of the key, for up to a TTL). Left to the workload,
+// the overlap hung on a workload client winning them during h's hold: one
+// CI run saw none do it in 9 s, for a reason that run did not record.
+func (e *env) secondHolder(ctx context.Context, h *holding, key string) error {
+	c, err := e.newClient(nil)
+	if err != nil {
+		return err
+	}
+	left := time.Until(h.lock.Until()) - e.ttl
+	h2 := e.acquire(ctx, c, key, left)
+	if h2 == nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		why := "no error recorded"
+		for _, a := range e.rec.history().Acquires {
+			if a.Client == c.id {
+				why = a.Err
+			}
+		}
+		return fmt.Errorf("after the failover a second client could not lock %s within %v, with the workload held back: %s", key, left.Round(time.Millisecond), why)
+	}
+	e.write(h2)
+	time.Sleep(e.hold)
+	e.write(h2)
+	e.release(h2)
 	return nil
 }
 
