@@ -13,8 +13,10 @@ var errCut = errors.New("chaos: master cut off from this client (simulated parti
 
 // cutoff is a partition between one client and some masters, on the
 // client's side: requests to a cut master fail at once and never reach it.
-// Unlike a partition in the network, no request sent during the cut can
-// land after it is healed. It is safe for concurrent use.
+// It holds for the requests the client runs while it is on, and a Redlock
+// may run one later than the call that sent it returned (a lane runs it
+// after the quorum decided): to keep every request of a call from a
+// master, keep the cut on after the call. It is safe for concurrent use.
 type cutoff struct {
 	mu  sync.Mutex // guards cut
 	cut map[int]bool
@@ -22,12 +24,12 @@ type cutoff struct {
 
 func newCutoff() *cutoff { return &cutoff{cut: make(map[int]bool)} }
 
-// set cuts the masters nodes off, or heals them.
-func (c *cutoff) set(nodes []int, cut bool) {
+// set cuts the masters nodes off, for good.
+func (c *cutoff) set(nodes []int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, i := range nodes {
-		c.cut[i] = cut
+		c.cut[i] = true
 	}
 }
 

@@ -128,7 +128,7 @@ var scenarios = []scenario{
 	},
 	{
 		name:      "failover-without-key",
-		about:     "masters that are each a primary, a replica and a Sentinel (local processes, whatever the backend): a holder takes the key on a bare majority while master 0's replication link is cut, master 0's primary is killed, and the Sentinel promotes the replica, which lacks the key; a second client (the workload held back) wins a quorum too: the checker finds the overlap",
+		about:     "masters that are each a primary, a replica and a Sentinel (local processes, whatever the backend): a holder takes the key on a bare majority while master 0's replication link is cut, master 0's primary is killed, and the Sentinel promotes the replica, which lacks the key; a second client wins a quorum too: the checker finds the overlap",
 		sentinels: true,
 		script:    failoverScript,
 		want:      []expectation{overlapFound},
@@ -343,8 +343,8 @@ const (
 
 // restartScript gives a scripted holder the first key on a bare majority:
 // with the workload held back, the holder is cut off from the N-Q masters
-// outside it while it acquires (a partition on its side: none of its
-// requests reaches them), then healed. Then 2Q-N of the holder's masters
+// outside it (a partition on its side: none of its requests reaches them,
+// see onBareMajority). Then 2Q-N of the holder's masters
 // lose the key: restarted empty at once, or, when delayed, killed and
 // started empty only after the largest TTL. The workload resumes; the
 // holder keeps writing until another holder wrote and a little longer, or
@@ -409,16 +409,20 @@ func restartScript(delayed bool) func(context.Context, *env) error {
 }
 
 // onBareMajority has the scripted client c (made with cut.wrap) lock key
-// for ttl on masters 0 to Q-1 alone: the N-Q others are cut off from it
-// while it acquires (a partition on its side: none of its requests reaches
-// them), then healed. It returns nil when the lock was not taken.
+// for ttl on masters 0 to Q-1 alone: the N-Q others are cut off from it (a
+// partition on its side: none of its requests reaches them) from its
+// acquire on, and stay cut off. Healed when Lock returned, they would get
+// the requests its lanes had not run yet (the quorum decides early, and a
+// lane may run a request as late as the node timeout): its key would land
+// there too, for its whole TTL (TestBareMajorityNeverReachesTheOthers).
+// The partition is recorded as in force while it acquires. It returns nil
+// when the lock was not taken.
 func (e *env) onBareMajority(ctx context.Context, c *client, cut *cutoff, key string, ttl time.Duration) *holding {
 	others := e.last(e.n - e.quorum)
-	cut.set(others, true)
+	cut.set(others)
 	fc := e.rec.faultBegin(kindPartition, others, "cut off from the scripted holder while it acquires")
 	h := e.acquire(ctx, c, key, 2*e.ttl, redlock.WithTTL(ttl))
 	e.rec.faultEnd(fc)
-	cut.set(others, false)
 	return h
 }
 
@@ -484,13 +488,12 @@ func shardKill(ctx context.Context, e *env) error {
 
 // failoverScript cuts master 0's replication link, then gives a
 // scripted holder the first key on a bare majority, masters 0 to Q-1 (the
-// others cut off from it while it acquires: onBareMajority): master
+// others cut off from it: onBareMajority): master
 // 0's primary acknowledges a key its replica never gets. Then that primary
-// is killed and the Sentinel promotes the replica, without the key. A
-// second client locks the key too (secondHolder), then the workload
-// resumes; the holder writes until another holder wrote or its validity
-// ends. With confirmation on, master 0's vote never counts while its
-// replica is cut off: the holder gets no bare majority.
+// is killed and the Sentinel promotes the replica, without the key. The
+// workload resumes; the holder writes until another holder wrote or its
+// validity ends. With confirmation on, master 0's vote never counts while
+// its replica is cut off: the holder gets no bare majority.
 func failoverScript(ctx context.Context, e *env) error {
 	sh, ok := e.cl.(*cluster.Sentinels)
 	if !ok {
@@ -531,50 +534,12 @@ func failoverScript(ctx context.Context, e *env) error {
 		return err
 	}
 	e.rec.faultEnd(fo)
-	if h != nil && !e.confirm {
-		if err := e.secondHolder(ctx, h, key); err != nil {
-			return err
-		}
-	}
 	e.gate.Unlock()
 	gated = false
 	if h == nil {
 		return nil
 	}
 	e.workOn(h, key)
-	return nil
-}
-
-// secondHolder is the failover's second client: with the workload still
-// held back, a client of its own locks key while h holds it, writes as a
-// workload client does and releases. It has the rest of h's validity to
-// win the masters that lost h's key (the promoted replica may still hold
-// an older hand-off of the key, for up to a TTL). Left to the workload,
-// the overlap hung on a workload client winning them during h's hold: one
-// CI run saw none do it in 9 s, for a reason that run did not record.
-func (e *env) secondHolder(ctx context.Context, h *holding, key string) error {
-	c, err := e.newClient(nil)
-	if err != nil {
-		return err
-	}
-	left := time.Until(h.lock.Until()) - e.ttl
-	h2 := e.acquire(ctx, c, key, left)
-	if h2 == nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		why := "no error recorded"
-		for _, a := range e.rec.history().Acquires {
-			if a.Client == c.id {
-				why = a.Err
-			}
-		}
-		return fmt.Errorf("after the failover a second client could not lock %s within %v, with the workload held back: %s", key, left.Round(time.Millisecond), why)
-	}
-	e.write(h2)
-	time.Sleep(e.hold)
-	e.write(h2)
-	e.release(h2)
 	return nil
 }
 
