@@ -35,7 +35,7 @@ func TestMixedAdapters(t *testing.T) {
 	}
 	s := rep.Scenarios[0]
 	if !s.Expected {
-		logUnsafe(t, s.History)
+		logMissed(t, s.History)
 		t.Errorf("%s: %s; not shown: %s", s.Name, s.Outcome, strings.Join(s.Failed, "; "))
 	}
 	if len(s.Overlaps) > 0 || s.LateAccepted > 0 || s.StaleAccepted > 0 {

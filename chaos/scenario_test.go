@@ -71,18 +71,18 @@ func runScenarios(t *testing.T, backend string) {
 				t.Logf("fault %+v", f)
 			}
 			if !s.Expected {
-				logUnsafe(t, s.History)
+				logMissed(t, s.History)
 				t.Errorf("%s: %s; not shown: %s", s.Name, s.Outcome, strings.Join(s.Failed, "; "))
 			}
 		})
 	}
 }
 
-// logUnsafe logs every late write and the holding it came from, to tell a
-// harness race from a finding, and the last failed acquire calls (why
-// clients could not get a key: masters they could not reach, or that
-// refused them).
-func logUnsafe(t *testing.T, h History) {
+// logMissed, for a scenario that missed its verdict, logs every late write
+// and the holding it came from, to tell a harness race from a finding, and
+// the last failed acquire calls (why clients could not get a key: masters
+// they could not reach, or that refused them).
+func logMissed(t *testing.T, h History) {
 	byID := make(map[int]Acquire)
 	var failed []Acquire
 	for _, a := range h.Acquires {
