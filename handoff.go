@@ -222,13 +222,13 @@ type handoff struct {
 
 // handTTL is the TTL the masters hand a key to a call with cfg for: 0 for
 // the calls they only wake. Fenced and owned locks: their key cannot be
-// handed (a second round; a hash). Behind a restart gate or replica
+// handed (a second round; a hash); nor can the other kinds' (lockKind). Behind a restart gate or replica
 // confirmation: a hand-off is a master's vote, and the masters hand keys on
 // without asking the gate or the replicas
 // (TestRestartGateNoHandOffFromGatedMaster); the attempt a wake-up starts
 // asks them.
 func handTTL(cfg *config) time.Duration {
-	if cfg.owner != "" || cfg.fencing || cfg.gate > 0 || cfg.replicas > 0 {
+	if cfg.kind != kindMutex || cfg.owner != "" || cfg.fencing || cfg.gate > 0 || cfg.replicas > 0 {
 		return 0
 	}
 	return cfg.ttl
@@ -338,7 +338,8 @@ func (h *handoff) take(cfg *config) (l *Lock, partial, now bool) {
 	if !valid || h.ttl == 0 {
 		return nil, false, true
 	}
-	l = &Lock{r: h.r, key: h.key, value: handValue(h.value, h.reg), cfg: *cfg, ttl: cfg.ttl,
+	// Only a mutex's key is handed over (see handTTL): its name is its key.
+	l = &Lock{r: h.r, name: h.key, key: h.key, value: handValue(h.value, h.reg), cfg: *cfg, ttl: cfg.ttl,
 		until: until, last: h.regDeadline, h: h}
 	l.boxedKey, l.boxedValue = l.key, l.value
 	h.held = l

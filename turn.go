@@ -91,13 +91,14 @@ func (r *Redlock) openTurn(t *turn, ctx context.Context, key string, cfg *config
 	}
 }
 
-// attempt makes one acquire attempt for the call. Once the Redlock listens
-// for wake-ups, its rollback queues the call on the masters.
-func (t *turn) attempt(ctx context.Context) (*Lock, error) {
+// attempt makes one acquire attempt for the call, of the lock the caller
+// named name. Once the Redlock listens for wake-ups, its rollback queues
+// the call on the masters.
+func (t *turn) attempt(ctx context.Context, name string) (*Lock, error) {
 	if _, t.listen = t.r.wake.name(); t.listen && t.h == nil {
 		t.h = t.r.wake.newHandoff(t.key, t.ticket, t.cfg)
 	}
-	return t.r.acquire(ctx, t.key, t.cfg, t.h)
+	return t.r.acquire(ctx, name, t.key, t.cfg, t.h)
 }
 
 // refused readies the next wait after a refused attempt: none
