@@ -193,6 +193,7 @@ func (w *wakeups) close() {
 // and the masters only wake it.
 type handoff struct {
 	r     *Redlock
+	kind  lockKind // the kind of lock the call takes (its registrations are that kind's requests)
 	key   string
 	value string        // the value the masters hand the key to
 	place int64         // the call's place in the queues
@@ -236,7 +237,7 @@ func handTTL(cfg *config) time.Duration {
 
 func (w *wakeups) newHandoff(key string, place int64, cfg *config) *handoff {
 	n := len(w.r.nodes)
-	h := &handoff{r: w.r, key: key, value: newValue(), place: place, ttl: handTTL(cfg),
+	h := &handoff{r: w.r, kind: cfg.kind, key: key, value: newValue(), place: place, ttl: handTTL(cfg),
 		wake: make(chan struct{}, 1), seen: make([]bool, n)}
 	w.handsMu.Lock()
 	defer w.handsMu.Unlock()

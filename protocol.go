@@ -52,8 +52,9 @@ func (o reqKind) String() string {
 type request struct {
 	Op reqKind
 	// Kind is the kind of lock the request is for: it picks the script
-	// (see lockKind). The requests that queue and withdraw a waiting call
-	// (a release with Hand and no Value) are a mutex's whatever the lock.
+	// (see lockKind), also for the requests that queue and withdraw a
+	// waiting call of that kind (a release with Hand): handoff.lua as the
+	// kind assembles it.
 	Kind  lockKind
 	Key   string
 	Value string

@@ -569,10 +569,11 @@ func (l *Lock) release(ctx context.Context, unlock bool, h *handoff) *phase {
 	q.rollback = !unlock
 	// The call's queue work rides on the release (handoff.lua), but for an
 	// owned lock and every kind but a mutex: their release scripts keep
-	// none, and it goes in a request of its own (a mutex's) just before.
+	// none, and it goes in a request of its own just before (handoff.lua,
+	// for a kind other than a mutex as that kind assembles it: kindArgs).
 	reg := &q
 	if l.owner != "" || l.cfg.kind != kindMutex {
-		reg = &request{Op: reqRelease, Key: l.key, Waiter: q.Waiter, Gate: q.Gate}
+		reg = &request{Op: reqRelease, Kind: l.cfg.kind, Key: l.key, Waiter: q.Waiter, Gate: q.Gate}
 	}
 	switch {
 	case q.Waiter == "":

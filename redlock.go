@@ -244,7 +244,7 @@ func (r *Redlock) unhand(h *handoff, nodeTimeout time.Duration) {
 		return
 	}
 	r.startPhase(context.Background(), time.Now().Add(nodeTimeout), false,
-		request{Op: reqRelease, Key: h.key, Hand: h.value, Waiter: channel, Queued: h.at()})
+		request{Op: reqRelease, Kind: h.kind, Key: h.key, Hand: h.value, Waiter: channel, Queued: h.at()})
 	r.waiters.wake(h.key)
 }
 
