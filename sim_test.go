@@ -512,7 +512,9 @@ func (f simFault) String() string {
 			s += fmt.Sprintf(", restart %v after %v", f.Restart, f.For.Round(time.Microsecond))
 		}
 		if f.Restart == sim.RestartSnapshot {
-			s += fmt.Sprintf(" (saved at +%v)", f.SnapAt.Round(time.Microsecond))
+			// A master paused or down then takes none, and keeps its last
+			// (the run's trace says which).
+			s += fmt.Sprintf(" (snapshot asked at +%v)", f.SnapAt.Round(time.Microsecond))
 		}
 	case faultPartition:
 		s += fmt.Sprintf(" from clients %v for %v", f.Clients, f.For.Round(time.Microsecond))
@@ -1231,7 +1233,9 @@ func (r *simRun) fault(f simFault) {
 	if f.Kind == faultKill && f.Restart == sim.RestartSnapshot {
 		time.Sleep(f.SnapAt - time.Since(r.start))
 		for _, m := range f.Masters {
-			r.masters[m].Save()
+			if !r.masters[m].Save() {
+				r.net.trace.logf("master %d is paused or down: it takes no snapshot, and keeps its last", m)
+			}
 		}
 	}
 	time.Sleep(f.At - time.Since(r.start))
@@ -2782,6 +2786,9 @@ type simTrace struct {
 const maxTraceLines = 20000
 
 func (t *simTrace) logf(format string, args ...any) {
+	if t == nil {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.lines++; t.lines > maxTraceLines {

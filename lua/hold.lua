@@ -31,6 +31,12 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local kind = redis.call('TYPE', key).ok
 
+-- A hold is live through the millisecond its field names, as Redis keeps
+-- a key through the millisecond its expiry names (it expires a key once
+-- now > expiry): the key, made to expire with its latest hold (expire),
+-- then never outlives every hold of it, and a master never refuses a
+-- plain lock a key whose holds have all ended here.
+--
 -- live drops the holds that expired from the owned key and returns the
 -- latest expiry of those left (0: none).
 local function live()
@@ -39,7 +45,7 @@ local function live()
   for i = 1, #f, 2 do
     if f[i] ~= 'owner' and f[i] ~= 'fence' then
       local at = tonumber(f[i + 1])
-      if not at or at <= now then
+      if not at or at < now then
         redis.call('HDEL', key, f[i])
       elseif at > last then
         last = at
@@ -49,7 +55,10 @@ local function live()
   return last
 end
 
--- expire makes the key live as long as its latest hold, or deletes it.
+-- expire makes the key live as long as its latest hold, or deletes it:
+-- PEXPIRE counts from the master's own millisecond, which is now or just
+-- before it, so the key lives through last at most (a hold that ends this
+-- very millisecond goes with its key at once).
 local function expire(last)
   if last > 0 then
     redis.call('PEXPIRE', key, last - now)
@@ -60,7 +69,7 @@ end
 
 -- mine reports whether this hold is live (false on a plain key).
 local function mine()
-  return kind == 'hash' and (tonumber(redis.call('HGET', key, value)) or 0) > now
+  return kind == 'hash' and (tonumber(redis.call('HGET', key, value)) or 0) >= now
 end
 
 if op == 'enter' then

@@ -327,7 +327,8 @@ func (m *Master) Holding(derived func(key string) bool) map[string]Entry {
 					e.Owner = f.value
 				case "fence":
 				default:
-					if at, err := strconv.ParseInt(f.value, 10, 64); err == nil && at > nowMs {
+					// Live through its millisecond, as hold.lua has it.
+					if at, err := strconv.ParseInt(f.value, 10, 64); err == nil && at >= nowMs {
 						e.Holds[f.name] = Hold{At: at, SetBy: k.holdBy[f.name]}
 					}
 				}

@@ -237,17 +237,21 @@ func redisFloat(s string) (float64, bool) {
 	return f, true
 }
 
-// expireAt is now + ms on the master's clock, or ok false when Redis
-// refuses the time as invalid.
+// expireAt is when a key given ms to live now is gone, on the master's
+// clock in ns, or ok false when Redis refuses the time as invalid. Redis
+// keeps expiries in whole ms: the expiry is its millisecond now + ms, and it
+// expires a key once its millisecond is past the expiry (now > when), so
+// the key lives through that millisecond: it is gone from the start of the
+// next one.
 func (x *simExec) expireAt(ms int64) (int64, bool) {
 	nowMs := x.now / int64(time.Millisecond)
 	if ms > math.MaxInt64-nowMs {
 		return 0, false
 	}
-	if ms >= (math.MaxInt64-x.now)/int64(time.Millisecond) {
+	if ms >= math.MaxInt64/int64(time.Millisecond)-nowMs-1 {
 		return math.MaxInt64, true
 	}
-	return x.now + ms*int64(time.Millisecond), true
+	return (nowMs + ms + 1) * int64(time.Millisecond), true
 }
 
 func cmdGet(x *simExec, a []string) respValue {
