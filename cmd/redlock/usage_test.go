@@ -34,7 +34,7 @@ func TestUsageErrors(t *testing.T) {
 		{shared(), []string{"exec", "--no-such-flag", "job", "--", "true"}, "no-such-flag"},
 		{"", []string{"exec", "job", "--", "true"}, "no masters"},
 		{shared() + ",", []string{"exec", "job", "--", "true"}, "is empty"},
-		{"", []string{"exec", "--masters", "redis://h:1/db", "job", "--", "true"}, "redis://h:1/db: invalid database number"},
+		{"", []string{"exec", "--masters", "redis://h:1/db", "job", "--", "true"}, `"redis://h:1/db": invalid database number`},
 		{"", []string{"exec", "--masters", "http://h:1", "job", "--", "true"}, "scheme"},
 		{"", []string{"status", "--masters", "h:1?nope=1", "job"}, "nope"},
 		{"", []string{"exec", "--masters", "redis://h:1?master_name=m", "job", "--", "true"}, "want redis+sentinel://"},
