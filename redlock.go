@@ -407,12 +407,13 @@ func earlier(a, b time.Time) time.Time {
 	return b
 }
 
-// joinCtx adds ctx's error to err unless err already carries it.
+// joinCtx adds ctx's error to err, on the same line, unless err already
+// carries it: errors.Is and errors.As see both.
 func joinCtx(err, ctxErr error) error {
 	if ctxErr == nil || errors.Is(err, ctxErr) {
 		return err
 	}
-	return errors.Join(err, ctxErr)
+	return fmt.Errorf("%w; gave up: %w", err, ctxErr)
 }
 
 // derivedKeyErr is the error for a lock key that has the shape of a fence

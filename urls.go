@@ -301,7 +301,7 @@ func NewFromURLs(urls []string, opts ...Option) (*Redlock, error) {
 		}
 		optsOf[i] = o
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := joinLine(errs...); err != nil {
 		return nil, err
 	}
 	cs := make([]redis.UniversalClient, len(urls))
