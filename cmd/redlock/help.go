@@ -64,6 +64,9 @@ Usage:
                                                  overlaps and stale writes (exit 1: a verdict
                                                  other than expected)
   redlock help [COMMAND]                         show this help, or a command's
+  redlock --version                              show the version: the module's, or
+                                                 (devel) and the VCS revision for a
+                                                 build from a clone
 
 ` + mastersHelp + `
 ` + exitStatuses
