@@ -58,10 +58,12 @@ func cmdExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if a.fencing {
 		opts = append(opts, redlock.WithFencing())
 	}
+	notice := &downNotice{name: a.name, w: stderr}
 	if a.verbose {
 		log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		opts = append(opts, redlock.WithObserver(redlock.NewSlogObserver(log)))
+		notice.next = redlock.NewSlogObserver(log)
 	}
+	opts = append(opts, redlock.WithObserver(notice))
 	rl, err := redlock.NewFromURLs(a.masters, opts...)
 	if err != nil {
 		return usageFail(stderr, "exec", flagError(err))
@@ -89,6 +91,7 @@ func cmdExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if lock == nil {
 		return status
 	}
+	notice.holding()
 	return runLocked(lock, &a, sigs, stdout, stderr)
 }
 
