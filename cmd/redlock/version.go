@@ -10,13 +10,18 @@ import (
 const libraryPath = "github.com/redlock/redlock"
 
 // version is what redlock --version prints: the command's module version,
-// then, for a build without a release version ("(devel)", as from go
-// install ./cmd/redlock in a clone), the VCS revision the go command
-// recorded (12 hex digits, and "modified" when the tree had changes), the
+// then, for a build without one ("(devel)", as from go install
+// ./cmd/redlock in a clone), the VCS revision when the go command recorded
+// one (12 hex digits, and "modified" when the tree had changes), the
 // library's version when it differs, and the Go release that built it:
 //
 //	redlock v0.2.0, go1.26.8
+//	redlock (devel), go1.26.8
 //	redlock (devel), revision 1a2b3c4d5e6f (modified), go1.26.8
+//
+// In a clone the go command uses go.work, and records no VCS information
+// unless asked (-buildvcs=true); then the version is a pseudo-version
+// that names the commit: v0.0.0-20261204171255-1ebff7265159.
 func version(bi *debug.BuildInfo, ok bool) string {
 	if !ok {
 		return "redlock: no build information (built without module support)"
