@@ -25,6 +25,10 @@ type redisNode struct {
 	keepsDeadlines bool
 	// kind is how c reaches the master's keys (see nodeKind).
 	kind nodeKind
+	// oneConn, when not empty, is why c does not promise that a batch takes
+	// one connection and is never sent again (Traits.OneConnection); ""
+	// when it does.
+	oneConn string
 }
 
 // nodeKind is how a go-redis client reaches its master's keys, recorded by
@@ -49,13 +53,37 @@ func kindOf(c redis.UniversalClient) nodeKind {
 }
 
 // Traits: a Redis Cluster and a Ring route by key; the client keeps
-// deadlines when made with ContextTimeoutEnabled.
+// deadlines when made with ContextTimeoutEnabled; a *redis.Client sends a
+// batch as one pipeline on one connection, and never again when its
+// retries are off (see connPromise).
 func (n *redisNode) Traits() Traits {
-	t := Traits{KeepsDeadlines: n.keepsDeadlines, NameHint: n.unnamed}
+	t := Traits{KeepsDeadlines: n.keepsDeadlines, NameHint: n.unnamed,
+		OneConnection: n.oneConn == "", ConnectionHint: n.oneConn}
 	if n.kind != kindServer {
 		t.Routing = RouteByKey
 	}
 	return t
+}
+
+// connPromise says why c does not promise that a batch reaches its master
+// on one connection and is never sent again, "" when it does. go-redis
+// runs a pipeline on one connection, but retries a failed one whole on a
+// new connection, MaxRetries times (3 by default): the retry's WAIT then
+// runs on a connection whose votes may have written nothing (a SET NX that
+// finds the first try's key), and confirms nothing of them. A Cluster or a
+// Ring splits a pipeline by shard.
+func connPromise(c redis.UniversalClient) string {
+	switch c := c.(type) {
+	case *redis.Client:
+		// Options() holds MaxRetries as go-redis resolved it: -1 became 0.
+		if r := c.Options().MaxRetries; r > 0 {
+			return fmt.Sprintf("its go-redis client retries a failed pipeline on a new connection (MaxRetries %d): make it with MaxRetries: -1 (ParseMaster and NewFromURLs do)", r)
+		}
+		return ""
+	case *redis.ClusterClient, *redis.Ring:
+		return "its go-redis client routes each command to the shard of its key"
+	}
+	return fmt.Sprintf("redlock cannot tell how a %T sends a pipeline: give NewNode the *redis.Client itself", c)
 }
 
 var _ Node = (*redisNode)(nil)
@@ -87,7 +115,25 @@ func NewNode(c redis.UniversalClient) Node {
 		return nil
 	}
 	name, unnamed, keeps := clientName(c)
-	return &redisNode{c: c, name: name, unnamed: unnamed, keepsDeadlines: keeps, kind: kindOf(c)}
+	return &redisNode{c: c, name: name, unnamed: unnamed, keepsDeadlines: keeps, kind: kindOf(c), oneConn: connPromise(c)}
+}
+
+// NewNamedNode returns a Node that talks to the master behind c, as
+// [NewNode] does, named name instead of by what c was made for: for a
+// client that does not tell which master it reaches, such as a cluster
+// client without seed addresses (redis.NewFailoverClusterClient, or one
+// made with ClusterSlots), whose routing, wake-ups and deadlines it keeps.
+// name must tell this master from every other one the Redlock has (two
+// Nodes with the same name are the same master: see [Node]); never put
+// credentials in it. It returns nil when c is nil, which [New] reports as
+// an error.
+func NewNamedNode(c redis.UniversalClient, name string) Node {
+	n, ok := NewNode(c).(*redisNode)
+	if !ok {
+		return nil
+	}
+	n.name, n.unnamed = name, ""
+	return n
 }
 
 // NewFailoverNode returns a Node that talks to the Sentinel-managed master
@@ -135,7 +181,7 @@ func clientName(c any) (name, unnamed string, keeps bool) {
 	case *redis.ClusterClient:
 		o := c.Options()
 		if len(o.Addrs) == 0 {
-			return "cluster:?", "cluster clients without seed addresses (redis.NewFailoverClusterClient, ClusterSlots) do not tell which cluster they reach: wrap each with NodeFunc under a name of your own",
+			return "cluster:?", "cluster clients without seed addresses (redis.NewFailoverClusterClient, ClusterSlots) do not tell which cluster they reach: make each Node with NewNamedNode(client, a name of your own)",
 				o.ContextTimeoutEnabled
 		}
 		return "cluster:" + strings.Join(sortedSet(o.Addrs), ","), "", o.ContextTimeoutEnabled
@@ -149,7 +195,7 @@ func clientName(c any) (name, unnamed string, keeps bool) {
 	case fmt.Stringer:
 		return c.String(), "", false
 	}
-	return fmt.Sprintf("%T", c), fmt.Sprintf("clients of type %T do not tell which master they reach: wrap each with NodeFunc under a name of your own", c), false
+	return fmt.Sprintf("%T", c), fmt.Sprintf("clients of type %T do not tell which master they reach: make each Node with NewNamedNode(client, a name of your own)", c), false
 }
 
 // failoverName names a Sentinel-managed master: its name, its Sentinels and

@@ -238,7 +238,7 @@ func TestRedisClusterMasters(t *testing.T) {
 // TestClusterReplicaConfirmRefused: WithReplicaConfirm on a Redlock that
 // has a Redis Cluster master is refused, in New and per call, with a
 // *ConfigError that names the option and says why, rather than failing
-// every vote of that master at run time (errKeyRoutedWait).
+// every vote of that master at run time (errWaitElsewhere).
 func TestClusterReplicaConfirmRefused(t *testing.T) {
 	rc := redistest.StartRedisClusterT(t, 3, redistest.Options{})
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs(),
@@ -345,8 +345,8 @@ func checkReplicaRefusal(t *testing.T, nodes []Node, what string) {
 		}
 		execRequests(ctx, nodes[0], reqs...)
 		for _, q := range reqs {
-			if q.OK || !errors.Is(q.Err, errKeyRoutedWait) {
-				t.Errorf("%s Node's Exec of a vote with Replicas (batch of %d): OK %v, Err %v; want errKeyRoutedWait", what, n, q.OK, q.Err)
+			if q.OK || !errors.Is(q.Err, errWaitElsewhere) {
+				t.Errorf("%s Node's Exec of a vote with Replicas (batch of %d): OK %v, Err %v; want errWaitElsewhere", what, n, q.OK, q.Err)
 			}
 		}
 	}

@@ -729,6 +729,42 @@ func TestNameOfClients(t *testing.T) {
 	}
 }
 
+// TestNewNamedNode: a cluster client without seed addresses does not tell
+// which cluster it reaches; New says to name it with NewNamedNode, which
+// keeps its routing by key (a NodeFunc, which the hint named before issue
+// 39, made it look like one server: replica confirmation was accepted and
+// its WAIT went to any shard). An empty name is refused.
+func TestNewNamedNode(t *testing.T) {
+	slots := func(context.Context) ([]redis.ClusterSlot, error) { return nil, nil }
+	seedless := func() *redis.ClusterClient {
+		c := redis.NewClusterClient(&redis.ClusterOptions{ClusterSlots: slots})
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	_, err := redlock.New([]redlock.Node{redlock.NewNode(seedless()), redlock.NewNode(seedless())})
+	if err == nil || !strings.Contains(err.Error(), "NewNamedNode") {
+		t.Errorf("New(two cluster clients without seeds) = %v; want an error pointing to NewNamedNode", err)
+	}
+	a, b := redlock.NewNamedNode(seedless(), "east"), redlock.NewNamedNode(seedless(), "west")
+	if a.Name() != "east" || a.Traits().Routing != redlock.RouteByKey || a.Traits().NameHint != "" {
+		t.Errorf("NewNamedNode(cluster, east): name %q, traits %+v; want east, RouteByKey, no hint", a.Name(), a.Traits())
+	}
+	r, err := redlock.New([]redlock.Node{a, b})
+	if err != nil {
+		t.Fatalf("New(two named cluster Nodes): %v", err)
+	}
+	r.Close()
+	_, err = redlock.New([]redlock.Node{a, b}, redlock.WithReplicaConfirm(1))
+	wantReplicaRefusal(t, "New(named cluster Nodes, WithReplicaConfirm)", err, "east", "routes commands by key")
+	_, err = redlock.New([]redlock.Node{redlock.NewNamedNode(seedless(), "")})
+	if ce := (*redlock.ConfigError)(nil); !errors.As(err, &ce) || !strings.Contains(err.Error(), "empty name") {
+		t.Errorf("New(a Node named \"\") = %v; want a *ConfigError on its empty name", err)
+	}
+	if redlock.NewNamedNode(nil, "x") != nil {
+		t.Error("NewNamedNode(nil) is not nil")
+	}
+}
+
 func TestParseMasterURL(t *testing.T) {
 	for _, tc := range []struct {
 		url, addr, user, pass string

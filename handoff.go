@@ -438,10 +438,14 @@ func (w *wakeups) message(payload string, i int) {
 		return
 	}
 	// Nobody takes it: release it at once (and hand it to the next call),
-	// rather than let it block the key for a TTL.
-	// Only this hand-off's value: a later registration of the same call (an
-	// Unlock's, see stay) may hold the key on this master under another.
-	w.r.startPhase(context.Background(), time.Now().Add(w.nodeTimeout()), false,
+	// rather than let it block the key for a TTL. Only on master i, which
+	// handed it: the other masters' keys may carry the same value for a
+	// lock the call took by hand-off, held by a quorum until that lock's
+	// Until (TestLateHandOffGivenBackWhereHanded); each master that hands
+	// the key tells the call itself. Only this hand-off's value: a later
+	// registration of the same call (an Unlock's, see stay) may hold the
+	// key on this master under another.
+	w.r.sendTo(i, time.Now().Add(w.nodeTimeout()),
 		request{Op: reqRelease, Key: key, Value: handValue(hand, reg)})
 	w.r.waiters.wake(key)
 }

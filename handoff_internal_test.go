@@ -767,3 +767,71 @@ func TestSubscribeSlowMaster(t *testing.T) {
 		t.Fatal("not listening after two of three masters subscribed")
 	}
 }
+
+// TestLateHandOffGivenBackWhereHanded: a hand-off that comes after the lock
+// the call took by hand-off is past its Until is given back on the master
+// that handed it, and nowhere else: the other masters' keys carry the same
+// value, which a quorum may still hold for the lock (issue 39: a renewal
+// that moved Until back, then this give-back deleting the lock's live keys
+// on every master, made two holders). Here the holder's release to master
+// 2 is held back until the waiter's lock, handed to it by masters 0 and 1,
+// is past its Until; master 2 then hands the key to the waiter's
+// registration late.
+func TestLateHandOffGivenBackWhereHanded(t *testing.T) {
+	ctx := context.Background()
+	admin := clients(t, masters.Addrs()[:3])
+	nodes := nodesOf(t, admin)
+	late := wrap(nodes[2])
+	gate := make(chan struct{})
+	late.releaseGate.Store(&gate)
+	nodes[2] = late
+	holder := newRedlock(t, nodes, WithNodeTimeout(5*time.Second))
+	waiter := newRedlock(t, nodesOf(t, admin))
+	key := testKey(t)
+	hl := mustLock(t, holder, key)
+	settle(holder)
+	const ttl = 2 * time.Second
+	// A backoff that makes no second attempt (and registration) meanwhile.
+	got := lockAsync(t, ctx, waiter, key, WithTTL(ttl), WithBackoff(10*time.Second, 10*time.Second))
+	waitRegistered(t, admin, key, 1)
+	// The lock counts from the registration; its keys live a TTL from the
+	// hand-off: they outlive Until by this pause.
+	time.Sleep(500 * time.Millisecond)
+	if err := hl.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o := obtainedWithin(t, admin, key, got, 5*time.Second, "no hand-off")
+	l := o.Lock
+	if !strings.Contains(l.Value(), "#") {
+		t.Fatalf("the call took %q by an attempt; the test needs a hand-off", l.Value())
+	}
+	for i := range 2 {
+		if v, _ := admin[i].Get(ctx, key).Result(); v != l.Value() {
+			t.Fatalf("master %d holds %q, not the handed value %q", i, v, l.Value())
+		}
+	}
+	time.Sleep(time.Until(l.Until()) + 20*time.Millisecond)
+	for i := range 2 {
+		if pttl, _ := admin[i].PTTL(ctx, key).Result(); pttl < 200*time.Millisecond {
+			t.Fatalf("master %d keeps the key %v past Until; the test needs longer", i, pttl)
+		}
+	}
+	close(gate) // master 2 hands the key to the call now
+	deadline := time.Now().Add(time.Second)
+	for {
+		v, _ := admin[2].Get(ctx, key).Result()
+		if v == "" {
+			break // given back there
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("master 2 still holds %q a second after its late hand-off", v)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	settle(waiter)
+	for i := range 2 {
+		if v, _ := admin[i].Get(ctx, key).Result(); v != l.Value() {
+			t.Errorf("master %d holds %q after master 2's late hand-off was given back; it must keep the lock's value %q until its TTL", i, v, l.Value())
+		}
+	}
+}

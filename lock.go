@@ -8,9 +8,10 @@ import (
 )
 
 // Lock is a held lock: the handle that Lock and TryLock return. Its key,
-// value and fence token never change; Until moves when Extend or auto-extend
-// ([WithAutoExtend]) succeeds, and moves earlier when an Extend to a shorter
-// TTL may have landed without succeeding. It is safe for concurrent use.
+// value and fence token never change; Until moves later when Extend or
+// auto-extend ([WithAutoExtend]) succeeds, and earlier only by an Extend to
+// a TTL shorter than the lock's, whatever that Extend's outcome. It is safe
+// for concurrent use.
 type Lock struct {
 	r     *Redlock
 	key   string
@@ -45,12 +46,14 @@ type Lock struct {
 	// a later extend there (go-redis drops the connection of a request that
 	// timed out, and the next goes out on a new one, so the lane's order no
 	// longer holds). It then sets the key to live capTTL from a moment after
-	// that later extend's start, so Until never goes past such a start plus
-	// capTTL (see effLocked). It never grows back: a straggler can land
-	// arbitrarily late. phase.deliver records a failure before the reply
-	// counts and before that master's lane sends anything else, so every
-	// extend that counts a master in its quorum sees the failures on it of
-	// the requests before it.
+	// that later extend's start, so an extend computes its Until from such
+	// a start plus capTTL (see effLocked). It never grows back: a straggler
+	// can land arbitrarily late. phase.deliver records a failure before the
+	// reply counts and before that master's lane sends anything else, so
+	// every extend that counts a master in its quorum sees the failures on
+	// it of the requests before it. A failure recorded after an extend was
+	// decided concerns a master outside its quorum: it never moves back an
+	// Until given out already (see extendedLocked).
 	capTTL time.Duration
 	end    error                   // why the lock ended (ErrUnlocked, lost); nil while held
 	ctx    context.Context         // made on the first Done or Context call
@@ -100,10 +103,14 @@ func (l *Lock) Fence() uint64 {
 }
 
 // Until returns the moment the lock stops being valid, on this process's
-// monotonic clock: the acquire's (or last Extend's) start plus the TTL less
-// the drift allowance (a shorter TTL after an extend to it failed somewhere:
-// see [Lock.Extend]). Past it, another client may hold the lock. It is a
-// local deadline, never a network query.
+// monotonic clock: the acquire's (or an Extend's, or a renewal's) start plus
+// the TTL less the drift allowance (a shorter TTL after an extend to it
+// failed somewhere: see [Lock.Extend]). Past it, another client may hold the
+// lock. It is a local deadline, never a network query.
+//
+// Until never moves earlier except by an Extend to a TTL shorter than the
+// lock's: a renewal, or an Extend to the lock's TTL or longer, leaves it
+// where it was or moves it later, whether it succeeds or fails.
 func (l *Lock) Until() time.Time {
 	if l == nil {
 		return time.Time{}
@@ -186,9 +193,11 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 // TTL; Extend waits for a renewal in flight and no renewal runs while it
 // does.
 //
-// When Extend fails, its requests may still have landed on some masters, so
-// Until becomes the earlier of its old value and what ttl would give: an
-// Extend to a shorter TTL that fails shortens the lock all the same.
+// When Extend to a TTL shorter than the lock's fails, its requests may still
+// have landed on some masters, so Until becomes the earlier of its old value
+// and what ttl would give: it shortens the lock all the same. An Extend to
+// the lock's TTL or longer never moves Until earlier, whatever its outcome:
+// where it lands, it leaves the keys no shorter than they were.
 //
 // A request that timed out on a master (or failed there otherwise) may land
 // there later, after a later Extend or renewal, when the client dropped the
@@ -196,9 +205,10 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 // this lock to some TTL has failed on any master, Until is never moved
 // further than that TTL past an extend's start: after Extend(ctx, time.Second)
 // timed out somewhere, a later Extend(ctx, time.Minute) succeeds with the
-// keys set to a minute but Until one second (less drift) after its start,
-// and auto-extend renews by that Until. It stays so for the life of the
-// lock; a lock kept at one TTL loses nothing.
+// keys set to a minute but Until one second (less drift) after its start
+// (or where it was, if that is later), and auto-extend renews by that Until.
+// It stays so for the life of the lock; a lock kept at one TTL loses
+// nothing.
 //
 // The error wraps [ErrNotHeld] when the lock was released, lost, its
 // validity had ended, or the key is gone from a quorum; a [*QuorumError]
@@ -269,17 +279,26 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) (err error) {
 // extendedLocked applies to l (l.mu held) the outcome of an extend to
 // cfg.ttl that started at start — one Extend, or one lock's renewal in a
 // round: it needs a quorum, reached within the validity and leaving more
-// than the minimum validity. On success Until moves to start + eff − drift,
-// where eff is the smaller of ttl and capTTL (an earlier extend's request
-// to capTTL may land after this one on a master of its quorum), and the
-// minimum validity is checked against eff too. On failure the requests may
-// have landed anyway, on some masters or all of them, so Until becomes no
-// later than that (an extend to a shorter TTL shortens the lock whatever
-// its outcome).
+// than the minimum validity. It computes start + eff − drift, where eff is
+// the smaller of ttl and capTTL (an earlier extend's request to capTTL may
+// land after this one on a master of its quorum), and checks the minimum
+// validity against eff too.
+//
+// Only an extend to a TTL shorter than the lock's (l.ttl) may move Until
+// earlier: on success Until becomes that value, and on failure the earlier
+// of Until and that value, since its requests may have landed on some
+// masters or all of them. An extend to the lock's TTL or longer never
+// moves Until back, whatever its outcome: where its requests land they
+// leave the key no shorter than before, so the quorum that Until rests on
+// still holds the key until then. That quorum answered after every earlier
+// request to its masters (a lane sends in order, and phase.deliver records
+// a failure before the next request goes), so a capTTL recorded since
+// concerns only masters outside it.
 func (l *Lock) extendedLocked(t *tally, ctxErr error, cfg *config, start time.Time) error {
 	now := l.r.clock.Now()
 	eff := l.effLocked(cfg)
 	newUntil, left, ok := eff.deadline(start, now)
+	shorter := cfg.ttl < l.ttl
 	var err error
 	switch {
 	case ctxErr != nil || !t.won():
@@ -289,12 +308,16 @@ func (l *Lock) extendedLocked(t *tally, ctxErr error, cfg *config, start time.Ti
 	case !ok:
 		err = t.late(opExtend, l.key, left)
 	}
-	if err != nil {
+	switch {
+	case err != nil && shorter:
 		l.until = earlier(l.until, newUntil)
-		return err
+	case err != nil:
+	case shorter:
+		l.until = newUntil
+	default:
+		l.until = later(l.until, newUntil)
 	}
-	l.until = newUntil
-	return nil
+	return err
 }
 
 // strayed records that an extend request of l to ttl failed on some master:

@@ -839,3 +839,76 @@ func TestExtendStraggler(t *testing.T) {
 		})
 	}
 }
+
+// TestUntilNeverMovesBack: only an Extend to a shorter TTL may move Until
+// earlier. An Extend to a short TTL reaches a quorum on masters 0 and 1
+// while its request to master 2 is held and then fails; an Extend back to
+// the long TTL is decided on masters 0 and 1 before that failure is known
+// (master 2's lane still holds the short request), so its Until rests on
+// masters where no short request can land late. Once master 2's failure is
+// recorded, a later successful extend to the long TTL — an Extend, or a
+// renewal of an auto-extended lock — must not move Until back: the masters
+// of that quorum keep the key past it.
+func TestUntilNeverMovesBack(t *testing.T) {
+	const ttl, shortTTL = 6 * time.Second, time.Second
+	for _, tc := range []struct {
+		name string
+		auto bool
+	}{{"extend", false}, {"renewal", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := clients(t, masters.Addrs()[:3])
+			nodes := nodesOf(t, cs)
+			fs := wrapAll(nodes)
+			fs[2].lateFailTTL.Store(int64(shortTTL))
+			fs[2].lateFailDelay.Store(int64(400 * time.Millisecond))
+			r := newRedlock(t, nodes, WithNodeTimeout(time.Second))
+			ctx := context.Background()
+			key := testKey(t)
+			opts := []Option{WithTTL(ttl)}
+			if tc.auto {
+				opts = append(opts, WithAutoExtend())
+			}
+			l, err := r.TryLock(ctx, key, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Unlock(ctx)
+			if err := l.Extend(ctx, shortTTL); err != nil {
+				t.Fatalf("Extend(%v): %v", shortTTL, err)
+			}
+			if err := l.Extend(ctx, ttl); err != nil {
+				t.Fatalf("Extend(%v): %v", ttl, err)
+			}
+			u0 := l.Until()
+			if fs[2].lateFailed.Load() != 0 {
+				t.Fatal("master 2's short extend failed before the long Extend was decided; the test needs it after")
+			}
+			for fs[2].lateFailed.Load() == 0 {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if tc.auto {
+				// Wait for a renewal to be decided after the failure.
+				before := fs[0].extends.Load()
+				for fs[0].extends.Load() == before {
+					time.Sleep(5 * time.Millisecond)
+				}
+				time.Sleep(50 * time.Millisecond)
+			} else if err := l.Extend(ctx, ttl); err != nil {
+				t.Fatalf("Extend(%v) after the failure was recorded: %v", ttl, err)
+			}
+			if u := l.Until(); u.Before(u0) {
+				t.Errorf("a successful %s to %v moved Until back by %v", tc.name, ttl, u0.Sub(u).Round(time.Millisecond))
+			}
+			// u0 was safe: masters 0 and 1 keep the key past it.
+			for i := range 2 {
+				pttl, err := cs[i].PTTL(ctx, key).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if time.Now().Add(pttl).Before(u0) {
+					t.Errorf("master %d keeps the key %v, not past the Until %v ahead", i, pttl, time.Until(u0).Round(time.Millisecond))
+				}
+			}
+		})
+	}
+}

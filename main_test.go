@@ -337,9 +337,17 @@ type faultNode struct {
 	// failTTL, when set, fails each extend to that TTL (in ns) without
 	// sending it.
 	failTTL atomic.Int64
+	// lateFailTTL, when set, holds each extend to that TTL (in ns) for
+	// lateFailDelay and then fails it without sending it: a request whose
+	// failure is known only after later phases were decided without this
+	// master. lateFailed counts them.
+	lateFailTTL, lateFailDelay, lateFailed atomic.Int64
 	// during, when set, runs as each request of its Op is sent (a clock
 	// that jumps while a request is in flight).
 	during atomic.Pointer[func(*request)]
+	// releaseGate, when set, holds each release back until the channel is
+	// closed (or the batch's context ends).
+	releaseGate atomic.Pointer[chan struct{}]
 }
 
 func wrap(n Node) *faultNode { return &faultNode{Node: n} }
@@ -387,6 +395,14 @@ func (f *faultNode) Exec(ctx context.Context, cmds []*Command) {
 			}
 			f.extendsDone.Store(time.Now().UnixNano())
 		case reqRelease:
+			if g := f.releaseGate.Load(); g != nil {
+				select {
+				case <-*g:
+				case <-ctx.Done():
+					c.Err = ctx.Err()
+					continue
+				}
+			}
 			f.releases.Add(1)
 			f.firstRelease.CompareAndSwap(0, time.Now().UnixNano())
 			f.Node.Exec(ctx, []*Command{c})
@@ -402,6 +418,11 @@ func (f *faultNode) extendFault(c *Command) bool {
 	switch int64(c.req.TTL) {
 	case f.failTTL.Load():
 		c.Err = errReplyLost
+		return true
+	case f.lateFailTTL.Load():
+		time.Sleep(time.Duration(f.lateFailDelay.Load()))
+		c.Reply, c.Err = nil, errReplyLost
+		f.lateFailed.Add(1)
 		return true
 	case f.strayTTL.Load():
 		stray := &Command{Args: slices.Clone(c.Args), Key: c.Key, Keys: c.Keys}

@@ -20,9 +20,11 @@ import (
 // the previous call ran, in the order they queued, and never calls Exec on
 // the same Node from two lanes of one Redlock at once. Exec must run them
 // on the master in that order — each command reaches the master only after
-// the ones before it, on one connection where the master is one server —
-// so that a release never overtakes the acquire it follows, and a WAIT
-// confirms the writes before it.
+// the ones before it — so that a release never overtakes the acquire it
+// follows. A Node that also sends each batch on one connection and never
+// sends any of it again declares so ([Traits].OneConnection): only then
+// does a WAIT at the end of a batch confirm the batch's writes, which
+// [WithReplicaConfirm] rests on.
 //
 // [NewNode] makes one from a go-redis client (the batch goes out as one
 // pipeline on one connection). [NodeFunc] makes one from a function that
@@ -30,7 +32,8 @@ import (
 // tracing, injecting faults) embeds it and overrides Exec alone: it then
 // keeps the inner Node's Traits and Subscribe, and with them hand-offs, the
 // lanes and the routing guards. The package's conformance tests
-// (redlocktest.Conformance) check a Node against real servers.
+// (redlocktest.Run) check a Node against real servers, its declared
+// Traits included.
 type Node interface {
 	// Name identifies the master in errors and reports: its address and
 	// database, or for a master that is a replicated set or a cluster, the
@@ -121,10 +124,27 @@ func (c *Command) About() (step, key, value string) {
 }
 
 // Traits is what a [Node] declares about itself. The zero value is a Node
-// that reaches one server and may hold a reply past its context's deadline.
+// that reaches one server, may hold a reply past its context's deadline,
+// and promises nothing about the connections its batches take.
 type Traits struct {
 	// Routing is how commands reach the master's keys.
 	Routing Routing
+	// OneConnection promises that each Exec's commands reach the master on
+	// one connection, in the order given, and that no command of a batch is
+	// ever sent again, on that connection or another: no retry of a failed
+	// batch, no re-send of what was in flight when a connection broke or
+	// expired. A WAIT at the end of the batch then counts the replicas that
+	// acknowledged the batch's own writes, and only those: WAIT waits for
+	// the writes its own connection made, so on another connection, or
+	// after a re-sent vote that wrote nothing, it confirms nothing of the
+	// vote. [WithReplicaConfirm] needs it: [New] and the calls refuse that
+	// option, with a [*ConfigError] that names the master, on a Node that
+	// does not promise it. A Node that routes by key cannot promise it.
+	OneConnection bool
+	// ConnectionHint, when OneConnection is false, says what keeps the
+	// Node from promising it and what would (a client setting); the
+	// *ConfigError that refuses [WithReplicaConfirm] gives it.
+	ConnectionHint string
 	// KeepsDeadlines promises that Exec returns by its context's deadline
 	// whatever the master does (go-redis's ContextTimeoutEnabled): a caller
 	// waiting for its phase may then run its batch itself (see lane). A
@@ -140,8 +160,8 @@ type Routing uint8
 
 const (
 	// RouteServer: one server (a Sentinel-managed primary included); every
-	// command of a batch, whatever keys it names, goes on one connection,
-	// in order.
+	// command of a batch, whatever keys it names, reaches it, in order (on
+	// one connection when the Node promises [Traits].OneConnection).
 	RouteServer Routing = iota
 	// RouteByKey: shards that each hold some of the keys (a Redis Cluster,
 	// a Ring); each command goes to the shard of its key. A command that
@@ -172,8 +192,12 @@ type Subscription interface {
 //
 // It suits a client that has no pipelines; do must be safe for concurrent
 // use when the Node serves several Redlocks. Its Traits are the zero
-// value's (one server) and it delivers no wake-ups: a wrapper around
-// another Node embeds it instead (see [Node]).
+// value's: one server, no promise on deadlines, and no promise that a
+// batch takes one connection — a do that takes a connection from a pool
+// per command does not keep it, so [WithReplicaConfirm] is refused; when
+// do runs every command on one connection and never sends one again,
+// declare it with [NodeWithTraits]. It delivers no wake-ups: a wrapper
+// around another Node embeds it instead (see [Node]).
 func NodeFunc(name string, do func(ctx context.Context, cmd *Command)) Node {
 	if do == nil {
 		return nil
@@ -188,8 +212,10 @@ type funcNode struct {
 
 func (n funcNode) Name() string { return n.name }
 
-// Traits: one server, no promise on deadlines.
-func (funcNode) Traits() Traits { return Traits{} }
+// Traits: one server, no promise on deadlines or connections.
+func (funcNode) Traits() Traits {
+	return Traits{ConnectionHint: "a NodeFunc's do may take any connection for each command: declare OneConnection with NodeWithTraits if it runs every command of a batch on one connection and never sends one again"}
+}
 
 // Subscribe: a NodeFunc delivers no wake-ups.
 func (funcNode) Subscribe(context.Context, string, func(Message)) (Subscription, error) {
@@ -205,6 +231,29 @@ func (n funcNode) Exec(ctx context.Context, cmds []*Command) {
 		n.do(ctx, c)
 	}
 }
+
+// NodeWithTraits returns n declaring t as its Traits instead of its own:
+// for a Node whose maker knows more than it can tell, such as a [NodeFunc]
+// whose do runs every command of a batch on one dedicated connection and
+// never sends one again ([Traits].OneConnection), or that returns by its
+// context's deadline ([Traits].KeepsDeadlines). It keeps n's Name, Exec and
+// Subscribe. What t promises, n must keep: the conformance tests
+// (redlocktest.Run) check it against real servers. It returns nil when n
+// is nil, which [New] reports as an error.
+func NodeWithTraits(n Node, t Traits) Node {
+	if n == nil || isNil(n) {
+		return nil
+	}
+	return declared{Node: n, t: t}
+}
+
+// declared is the Node [NodeWithTraits] returns.
+type declared struct {
+	Node
+	t Traits
+}
+
+func (d declared) Traits() Traits { return d.t }
 
 // isNil reports whether v is an interface holding a nil pointer (or other nil
 // reference), which a plain == nil check misses.

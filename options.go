@@ -247,8 +247,13 @@ func WithRestartGate(gate time.Duration) Option {
 // without enough replicas (all of them, with a plain Redis) never votes.
 // Refused on masters that are a Redis Cluster or a Ring: WAIT names no
 // key, so go-redis sends it to a shard of its choosing rather than after
-// the vote on the key's shard; [New], or the call (Lock, TryLock, Do),
-// fails with a [*ConfigError] that says so (docs/masters.md).
+// the vote on the key's shard; and on masters whose Node does not promise
+// that a batch takes one connection and is never sent again
+// ([Traits].OneConnection: a go-redis client needs MaxRetries: -1, and a
+// [NodeFunc] must be declared with [NodeWithTraits]), since WAIT confirms
+// only its own connection's writes. [New], or the call (Lock, TryLock,
+// Do), fails with a [*ConfigError] that names the master and says why
+// (docs/masters.md).
 //
 // Default: 0, off.
 func WithReplicaConfirm(replicas int) Option {

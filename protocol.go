@@ -247,11 +247,12 @@ type batch struct {
 	cmds  []*Command
 }
 
-// exchange runs reqs on n in one Exec: each request's command, in order,
-// then, when votes ask for replica confirmation, one WAIT. A request that
-// cannot be sent (an unknown Op; replica confirmation on a master that
-// routes by key) gets its Err and no command.
-func (b *batch) exchange(ctx context.Context, n Node, routing Routing, reqs []*request) {
+// exchange runs reqs on n, which declared t, in one Exec: each request's
+// command, in order, then, when votes ask for replica confirmation, one
+// WAIT. A request that cannot be sent (an unknown Op; replica confirmation
+// on a master whose batches may not take one connection) gets its Err and
+// no command.
+func (b *batch) exchange(ctx context.Context, n Node, t *Traits, reqs []*request) {
 	if cap(b.store) < len(reqs)+1 {
 		b.store = make([]Command, len(reqs)+1)
 	}
@@ -259,8 +260,8 @@ func (b *batch) exchange(ctx context.Context, n Node, routing Routing, reqs []*r
 	b.cmds = b.cmds[:0]
 	var rw replicaWait
 	for _, q := range reqs {
-		if replicated(q) && routing != RouteServer {
-			q.OK, q.Fence, q.Err = false, 0, errKeyRoutedWait // not sent
+		if replicated(q) && (t.Routing != RouteServer || !t.OneConnection) {
+			q.OK, q.Fence, q.Err = false, 0, errWaitElsewhere // not sent
 			continue
 		}
 		c := &b.store[len(b.cmds)]
@@ -302,17 +303,21 @@ func (b *batch) exchange(ctx context.Context, n Node, routing Routing, reqs []*r
 // execRequests runs reqs on n as one batch, for a caller without a lane.
 func execRequests(ctx context.Context, n Node, reqs ...*request) {
 	var b batch
-	b.exchange(ctx, n, n.Traits().Routing, reqs)
+	t := n.Traits()
+	b.exchange(ctx, n, &t, reqs)
 }
 
 // replicated reports whether q is a vote that its master's replicas must
 // confirm.
 func replicated(q *request) bool { return q.Replicas > 0 && q.Op != reqRelease }
 
-// errKeyRoutedWait fails a vote that replicas must confirm on a master that
-// routes commands by key (Traits.Routing, a Redis Cluster or Ring): a WAIT
-// names no key, so it would not follow the vote to the key's shard.
-var errKeyRoutedWait = errors.New("replica confirmation (WithReplicaConfirm) is not available on a master that routes commands by key (a Redis Cluster or Ring): WAIT names no key, so it would not follow the vote on the key's shard")
+// errWaitElsewhere fails a vote that replicas must confirm on a master
+// whose Node does not promise that a batch takes one connection
+// (Traits.OneConnection), or that routes commands by key (a Redis Cluster
+// or Ring): the WAIT could run on another connection than the vote's. New
+// and the calls refuse the option on such masters; this guards a batch
+// all the same.
+var errWaitElsewhere = errors.New("replica confirmation (WithReplicaConfirm) is not available on a master whose Node does not promise that a batch reaches it on one connection (Traits.OneConnection), or that routes commands by key: the WAIT could run on another connection than the vote's")
 
 // replicaWait is the one WAIT that confirms the replicated votes of a batch
 // (issue 31, item 4). WAIT n waits until n replicas have acknowledged every
@@ -596,14 +601,14 @@ type lane struct {
 	spare   []*call // the previous batch's slice, for reuse
 	running bool    // a runner is draining the queue
 
-	reqs    []*request // the batch being sent; the runner's alone
-	b       batch      // its commands, the runner's alone
-	routing Routing    // the Node's Traits().Routing
+	reqs   []*request // the batch being sent; the runner's alone
+	b      batch      // its commands, the runner's alone
+	traits Traits     // the Node's
 }
 
 func newLane(n Node) *lane {
 	t := n.Traits()
-	l := &lane{node: n, callerRuns: t.KeepsDeadlines, routing: t.Routing}
+	l := &lane{node: n, callerRuns: t.KeepsDeadlines, traits: t}
 	l.run = l.drain
 	return l
 }
@@ -701,7 +706,7 @@ func (l *lane) send(batch []*call) {
 		}
 	}
 	if len(l.reqs) > 0 {
-		l.b.exchange(ctx, l.node, l.routing, l.reqs)
+		l.b.exchange(ctx, l.node, &l.traits, l.reqs)
 	}
 	clear(l.reqs)
 	for i, c := range batch {

@@ -59,10 +59,7 @@ func (r *Redlock) startPhase(ctx context.Context, deadline time.Time, collected 
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		callerRuns = false
 	}
-	if ctx.Done() != nil {
-		ctx = context.WithoutCancel(ctx)
-	}
-	p.ctx.values, p.ctx.deadline, p.ctx.timers = ctx, deadline, &r.deadlines
+	p.begin(ctx, deadline)
 	if collected {
 		if !callerRuns {
 			p.replies = make(chan int, len(p.calls))
@@ -79,7 +76,6 @@ func (r *Redlock) startPhase(ctx context.Context, deadline time.Time, collected 
 	if r.obs != nil {
 		p.start = time.Since(r.born) + 1 // never 0
 	}
-	r.bg.Add(1)
 	for k := range reqs {
 		q := &reqs[k]
 		q.boxArgs()
@@ -102,6 +98,29 @@ func (r *Redlock) startPhase(ctx context.Context, deadline time.Time, collected 
 		}
 	}
 	return p
+}
+
+// begin gives p its context: ctx's values without its cancellation, and
+// deadline. Close waits for p's requests from now on.
+func (p *phase) begin(ctx context.Context, deadline time.Time) {
+	if ctx.Done() != nil {
+		ctx = context.WithoutCancel(ctx)
+	}
+	p.ctx.values, p.ctx.deadline, p.ctx.timers = ctx, deadline, &p.r.deadlines
+	p.r.bg.Add(1)
+}
+
+// sendTo sends q to master i alone, bounded by deadline, and forgets it
+// (Close waits for it): for a request that concerns that master only.
+func (r *Redlock) sendTo(i int, deadline time.Time, q request) {
+	p := &phase{r: r, n: len(r.nodes)}
+	p.calls = p.oneCall[:]
+	p.begin(context.Background(), deadline)
+	p.pending.Store(1)
+	q.boxArgs()
+	c := &p.calls[0]
+	c.request, c.p, c.deadline = q, p, deadline
+	r.lanes[i].push(c)
 }
 
 // deliver takes c's reply from its lane.

@@ -129,6 +129,9 @@ func New(nodes []Node, opts ...Option) (*Redlock, error) {
 			return nil, configErr("nodes", "node %d is nil", i)
 		}
 		name := n.Name()
+		if name == "" {
+			return nil, configErr("nodes", "node %d has an empty name; a Node's Name identifies its master in errors and tells it from the others", i)
+		}
 		if j, dup := seen[name]; dup {
 			if hint := n.Traits().NameHint; hint != "" {
 				return nil, configErr("nodes", "nodes %d and %d are both named %s: %s", j, i, name, hint)
@@ -375,15 +378,26 @@ func (r *Redlock) callConfig(key string, opts []Option) (config, error) {
 
 // replicaRefusal says why [WithReplicaConfirm] cannot be honoured on
 // nodes, "" when it can. WAIT counts the replicas that acknowledged the
-// writes made on its own connection, and names no key: a client that sends
-// each command to the shard of its key (a Redis Cluster, a Ring) sends it
-// to a shard of its own choosing, on another connection than the vote's,
-// whose count says nothing about the vote.
+// writes made on its own connection, and names no key: it confirms a vote
+// only when it follows the vote on the vote's connection, which a Node
+// promises with Traits.OneConnection. A client that sends each command to
+// the shard of its key (a Redis Cluster, a Ring) sends it to a shard of
+// its own choosing; a pooled one may send it on another connection; one
+// that re-sends a batch may send it after a vote that wrote nothing.
 func replicaRefusal(nodes []Node) string {
 	for i, n := range nodes {
-		if n.Traits().Routing == RouteByKey {
+		t := n.Traits()
+		switch {
+		case t.Routing == RouteByKey:
 			return fmt.Sprintf("master %d (%s) routes commands by key (a Redis Cluster, a Ring): WAIT names no key, so it goes to a shard of the client's choosing, not on the vote's connection to the key's shard, and its count would not be the vote's; confirm replicas only on masters that are one server or a Sentinel-managed primary",
 				i, n.Name())
+		case !t.OneConnection:
+			hint := t.ConnectionHint
+			if hint == "" {
+				hint = "its Node does not declare Traits.OneConnection"
+			}
+			return fmt.Sprintf("master %d (%s) does not promise that a batch reaches it on one connection and is never sent again, so the WAIT after a vote could run on another connection, or after a re-sent vote that wrote nothing, and confirm nothing of it: %s",
+				i, n.Name(), hint)
 		}
 	}
 	return ""

@@ -1003,6 +1003,10 @@ type simHolder struct {
 	started        time.Time // the acquire call began
 	acquired       time.Time // it returned
 	claims         []simClaim
+	// until is the latest Until the worker read, or that its Extend to a
+	// shorter TTL left: only such an Extend may move Until earlier
+	// (checkUntil).
+	until time.Time
 }
 
 type simClaim struct{ from, to time.Time }
@@ -1464,6 +1468,7 @@ func (w *simWorker) acquired(h *simHolder, l *Lock, err error, auto bool) {
 func (w *simWorker) took(h *simHolder, l *Lock, auto bool) *simHeld {
 	h.acquired = time.Now()
 	h.value, h.token = l.Value(), l.Fence()
+	h.until = l.Until()
 	h.byHand = l.h != nil && strings.Contains(h.value, "#")
 	if h.fenced && h.token == 0 {
 		w.run.violate("client %d: fenced lock %s acquired without a token", h.client, h.key)
@@ -1534,8 +1539,15 @@ func (w *simWorker) step(hl *simHeld) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), d)
 		w.run.clip(h)
-		_ = l.Extend(ctx, ttl2)
+		shorter := ttl2 < l.TTL()
+		w.checkUntil(h, l, "before Extend")
+		err := l.Extend(ctx, ttl2)
 		cancel()
+		if shorter {
+			h.until = l.Until()
+		} else {
+			w.checkUntil(h, l, fmt.Sprintf("Extend(%v) of a lock of TTL %v (%v)", ttl2, ttl, err))
+		}
 	case x < 87:
 		time.Sleep(w.dur(ttl/2, 2*ttl)) // a GC pause, maybe past Until
 	default:
@@ -1556,8 +1568,22 @@ func (w *simWorker) unlock(hl *simHeld) {
 	cancel()
 }
 
+// checkUntil checks that l's Until has not moved earlier than the last one
+// the worker saw (after: what ran since), and records it: only an Extend
+// to a TTL shorter than the lock's may move it back (Lock.Until), not a
+// renewal, nor an extend to the lock's TTL or longer, whatever its outcome.
+func (w *simWorker) checkUntil(h *simHolder, l *Lock, after string) {
+	u := l.Until()
+	if u.Before(h.until) {
+		w.run.violate("client %d worker %d, holder #%d of %s (value %.6s): Until moved back %v, to +%v, %s",
+			h.client, h.worker, h.id, h.key, h.value, h.until.Sub(u), w.run.at(u), after)
+	}
+	h.until = u // each move back reported once
+}
+
 // claim records that h holds its lock from now to Until, if it is valid.
 func (w *simWorker) claim(h *simHolder, l *Lock, watched bool) {
+	w.checkUntil(h, l, "since the last step (a renewal?)")
 	now := time.Now()
 	until := l.Until()
 	if !now.Before(until) {

@@ -64,9 +64,7 @@ func TestRefusedWaitersKeepBackoffPace(t *testing.T) {
 				for range k {
 					nodes := make([]redlock.Node, len(cs))
 					for i, c := range cs {
-						own := redis.NewClient(c.Options())
-						t.Cleanup(func() { own.Close() })
-						nodes[i] = redlock.NewNode(own)
+						nodes[i] = redlock.NewNode(ownClient(t, c))
 					}
 					w := newRedlock(t, nodes, opts...)
 					go func() {
@@ -215,9 +213,7 @@ func TestMinorityGateWakeTriesAtOnce(t *testing.T) {
 	redlockOf := func() *redlock.Redlock {
 		nodes := make([]redlock.Node, len(cs))
 		for i, c := range cs {
-			own := redis.NewClient(c.Options())
-			t.Cleanup(func() { own.Close() })
-			nodes[i] = redlock.NewNode(own)
+			nodes[i] = redlock.NewNode(ownClient(t, c))
 		}
 		return newRedlock(t, nodes, redlock.WithTTL(gate), redlock.WithRestartGate(gate), redlock.WithFencing(), redlock.WithBackoff(gate, gate))
 	}
@@ -465,4 +461,17 @@ func TestRelockOtherTTLWaitsItsTurn(t *testing.T) {
 		t.Errorf("a's Lock sent %d SETs while b held the key; want none: it waits its turn", n)
 	}
 	_ = oa.Lock.Unlock(ctx)
+}
+
+// ownClient returns a client of its own to c's master, with c's options.
+// go-redis resolved c's MaxRetries -1 to 0, which a new client would take
+// for its default, 3 retries: it is set to -1 again.
+func ownClient(t testing.TB, c *redis.Client) *redis.Client {
+	o := *c.Options()
+	if o.MaxRetries == 0 {
+		o.MaxRetries = -1
+	}
+	own := redis.NewClient(&o)
+	t.Cleanup(func() { own.Close() })
+	return own
 }

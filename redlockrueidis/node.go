@@ -33,6 +33,10 @@ type node struct {
 	name    string
 	unnamed string // when not empty: why name does not tell this master from another, and what would
 	cluster bool   // c is a cluster client: commands go to the shard of their first key
+	// oneConn, when not empty, is why the Node does not promise that a
+	// batch takes one connection and is never sent again
+	// (redlock.Traits.OneConnection); "" when it does.
+	oneConn string
 	scratch sync.Pool
 }
 
@@ -82,6 +86,7 @@ func NewNode(c rueidis.Client, opt rueidis.ClientOption) redlock.Node {
 	}
 	n := &node{c: c, cluster: c.Mode() == rueidis.ClientModeCluster}
 	n.name, n.unnamed = name(c.Mode(), opt)
+	n.oneConn = connPromise(n.cluster, opt)
 	n.scratch.New = func() any { return new(scratch) }
 	return n
 }
@@ -120,13 +125,31 @@ func sortedSet(ss []string) []string {
 func (n *node) Name() string { return n.name }
 
 // Traits: a cluster client routes by key, any other reaches one server.
-// Exec returns by its context's deadline (see [NewNode]).
+// Exec returns by its context's deadline (see [NewNode]). A batch takes
+// one connection unless connPromise says otherwise.
 func (n *node) Traits() redlock.Traits {
-	t := redlock.Traits{KeepsDeadlines: true, NameHint: n.unnamed}
+	t := redlock.Traits{KeepsDeadlines: true, NameHint: n.unnamed, OneConnection: n.oneConn == "", ConnectionHint: n.oneConn}
 	if n.cluster {
 		t.Routing = redlock.RouteByKey
 	}
 	return t
+}
+
+// connPromise says why a client made with opt does not promise that a
+// batch reaches its master on one connection and is never sent again, ""
+// when it does. With ConnLifetime set, rueidis closes a connection when
+// its lifetime ends and sends the commands still waiting for a reply
+// again on a new one: a WAIT sent again there confirms nothing of the
+// votes before it (from Redis 7.2, whose new connections no longer write
+// in their handshake).
+func connPromise(cluster bool, opt rueidis.ClientOption) string {
+	switch {
+	case cluster:
+		return "a rueidis cluster client routes each command to the shard of its key"
+	case opt.ConnLifetime > 0:
+		return "rueidis sends the unanswered commands of a connection whose ConnLifetime ended again on a new connection: leave ClientOption.ConnLifetime 0"
+	}
+	return ""
 }
 
 // scratch is what one Exec builds its batch in, reused through the Node's
