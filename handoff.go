@@ -522,8 +522,11 @@ func (w *wakeups) unlocked(l *Lock, told int) {
 	case h == nil || l.stayReg == 0:
 		// The Unlock queued nothing: its lock's call was only ever woken
 		// (a fenced, owned, gated or replica-confirmed lock), or there was
-		// no call. The mark alone makes the next Lock wait its turn.
-		if told > 0 {
+		// no call. The mark alone makes the next Lock wait its turn. An
+		// owned lock's only when a quorum told someone: on fewer, the
+		// owner may still hold the key by another hold, and its next Lock
+		// nest in it at once.
+		if told > 0 && (l.owner == "" || told >= w.r.quorum) {
 			w.markLocked(l.key, mark{until: until})
 		}
 	case h.current() != l.stayReg:
@@ -607,8 +610,8 @@ const standWindow = 10 * time.Millisecond
 // behind takes key's mark (see mark) for a Lock call with cfg: the
 // registration the Unlock left queued, when this call can use it (a plain
 // lock with the same TTL); else whether the call should queue and wait
-// before its first attempt. A call with an owner tries first: it may nest
-// in its owner's hold.
+// before its first attempt, whatever its options (an owned lock's Unlock
+// leaves a mark only when it freed the key on a quorum: see unlocked).
 func (w *wakeups) behind(key string, cfg *config) (h *handoff, wait bool) {
 	w.handsMu.Lock()
 	defer w.handsMu.Unlock()
@@ -624,7 +627,7 @@ func (w *wakeups) behind(key string, cfg *config) (h *handoff, wait bool) {
 		}
 		w.dropLocked(m.h, true)
 	}
-	return nil, cfg.owner == "" && time.Now().Before(m.until)
+	return nil, time.Now().Before(m.until)
 }
 
 // nodeTimeout is the Redlock's node timeout, for requests of no call.

@@ -510,3 +510,190 @@ func handOff(t testing.TB, l *redlock.Lock, waiter *redlock.Redlock, settle time
 	}
 	return o.At.Sub(released)
 }
+
+// farNode is a master d away from its client: each batch goes out d late
+// and its replies come back d late.
+type farNode struct {
+	redlock.Node
+	d time.Duration
+}
+
+func (n farNode) Exec(ctx context.Context, cmds []*redlock.Command) {
+	sleep := func() error {
+		t := time.NewTimer(n.d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := sleep(); err != nil {
+		for _, c := range cmds {
+			c.Err = err
+		}
+		return
+	}
+	n.Node.Exec(ctx, cmds)
+	if err := sleep(); err != nil {
+		for _, c := range cmds {
+			c.Reply, c.Err = nil, err
+		}
+	}
+}
+
+// TestMarkKeepsTurn: a Redlock whose Unlock of a key handed it to, or
+// woke, another process's waiting call, and that locks the key again at
+// once, waits its turn behind that call (the mark) rather than race it,
+// whatever the locks' options: plain locks are handed the key, fenced,
+// owned, gated and replica-confirmed ones only woken (issue 39, item 5:
+// a fenced A took the key 2 ms after its Unlock, before C, woken by it).
+// B holds; A waits; C, 10 ms from the masters, waits behind A; B unlocks
+// and A gets the key; A unlocks and at once locks again: C gets it first.
+func TestMarkKeepsTurn(t *testing.T) {
+	const ttl, backoff = 5 * time.Second, 2 * time.Second
+	type kind struct {
+		name  string
+		nodes func(t *testing.T) []redlock.Node
+		opts  func(client string) []redlock.Option
+	}
+	shared := func(t *testing.T) []redlock.Node { return nodesOf(t, clients(t, masters().Addrs()[:3])) }
+	none := func(string) []redlock.Option { return nil }
+	for _, k := range []kind{
+		{"plain", shared, none},
+		{"fenced", shared, func(string) []redlock.Option { return []redlock.Option{redlock.WithFencing()} }},
+		{"owned", shared, func(c string) []redlock.Option { return []redlock.Option{redlock.WithOwner(c)} }},
+		{"gated", func(t *testing.T) []redlock.Node {
+			waitUptime(t, masters().Addrs()[:3], ttl+2*time.Second)
+			return shared(t)
+		}, func(string) []redlock.Option { return []redlock.Option{redlock.WithRestartGate(ttl)} }},
+		{"replicas", func(t *testing.T) []redlock.Node {
+			return replicatedNodes(t, startReplicated(t, 3))
+		}, func(string) []redlock.Option { return []redlock.Option{redlock.WithReplicaConfirm(1)} }},
+	} {
+		t.Run(k.name, func(t *testing.T) {
+			ctx := context.Background()
+			nodes := k.nodes(t)
+			far := make([]redlock.Node, len(nodes))
+			for i, n := range nodes {
+				far[i] = farNode{n, 10 * time.Millisecond}
+			}
+			common := []redlock.Option{redlock.WithTTL(ttl), redlock.WithBackoff(backoff, backoff), redlock.WithNodeTimeout(time.Second)}
+			a := newRedlock(t, nodes, common...)
+			b := newRedlock(t, nodes, common...)
+			c := newRedlock(t, far, common...)
+			key := testKey(t)
+			lb, err := b.TryLock(ctx, key, k.opts("b")...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			settle(b)
+			for i, nd := range nodes {
+				ex := &redlock.Command{Args: []any{"exists", key}, Key: 1, Keys: 1}
+				nd.Exec(ctx, []*redlock.Command{ex})
+				if ex.Reply != int64(1) {
+					t.Fatalf("master %d does not hold the key (%v, %v): the test needs B on every master", i, ex.Reply, ex.Err)
+				}
+			}
+			gotA := lockAsync(t, ctx, a, key, k.opts("a")...)
+			waitQueuedOn(t, nodes, key, 1)
+			gotC := lockAsync(t, ctx, c, key, k.opts("c")...)
+			waitQueuedOn(t, nodes, key, 2)
+			if err := lb.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			oa := <-gotA
+			if oa.Err != nil {
+				t.Fatal(oa.Err)
+			}
+			if err := oa.Lock.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			again := lockAsync(t, ctx, a, key, k.opts("a")...)
+			var first string
+			select {
+			case oc := <-gotC:
+				if oc.Err != nil {
+					t.Fatal(oc.Err)
+				}
+				first = "c"
+				time.Sleep(50 * time.Millisecond)
+				unlocked := time.Now()
+				if err := oc.Lock.Unlock(ctx); err != nil {
+					t.Error(err)
+				}
+				// A waited its turn on the masters, not on its backoff
+				// (1 to 2 s): C's Unlock gives it the key.
+				o := <-again
+				if o.Err != nil {
+					t.Fatal(o.Err)
+				}
+				o.Lock.Unlock(ctx)
+				if d := o.At.Sub(unlocked); d > 500*time.Millisecond {
+					t.Errorf("A got the key %v after C's Unlock; want it by the hand-off or wake-up, not its backoff", d.Round(time.Millisecond))
+				}
+			case o := <-again:
+				if o.Err != nil {
+					t.Fatal(o.Err)
+				}
+				first = "a"
+				o.Lock.Unlock(ctx)
+				if oc := <-gotC; oc.Err == nil {
+					oc.Lock.Unlock(ctx)
+				}
+			}
+			if first != "c" {
+				t.Errorf("A locked the key again before C, which A's Unlock woke or handed it to")
+			}
+		})
+	}
+}
+
+// waitQueuedOn waits until key's queue holds n entries on every master
+// behind nodes.
+func waitQueuedOn(t *testing.T, nodes []redlock.Node, key string, n int64) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		all := true
+		for _, nd := range nodes {
+			cmd := &redlock.Command{Args: []any{"zcard", redlock.WaitKey(key)}, Key: 1, Keys: 1}
+			nd.Exec(context.Background(), []*redlock.Command{cmd})
+			if got, _ := cmd.Reply.(int64); got != n {
+				all = false
+			}
+		}
+		if all {
+			return
+		}
+		if time.Now().After(deadline) {
+			for i, nd := range nodes {
+				cmd := &redlock.Command{Args: []any{"zrange", redlock.WaitKey(key), int64(0), int64(-1), "withscores"}, Key: 1, Keys: 1}
+				get := &redlock.Command{Args: []any{"get", key}, Key: 1, Keys: 1}
+				nd.Exec(context.Background(), []*redlock.Command{cmd, get})
+				t.Logf("master %d: queue %v (%v), key %v (%v)", i, cmd.Reply, cmd.Err, get.Reply, get.Err)
+			}
+			t.Fatalf("key's queue does not hold %d entries on every master after 5s", n)
+		}
+	}
+}
+
+// waitUptime waits until every master at addrs has been up at least d.
+func waitUptime(t *testing.T, addrs []string, d time.Duration) {
+	t.Helper()
+	for i, c := range clients(t, addrs) {
+		info, err := c.Info(context.Background(), "server").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rest, _ := strings.Cut(info, "uptime_in_seconds:")
+		line, _, _ := strings.Cut(rest, "\r\n")
+		up, err := time.ParseDuration(strings.TrimSpace(line) + "s")
+		if err != nil {
+			t.Fatalf("master %d's uptime %q: %v", i, line, err)
+		}
+		if up < d {
+			time.Sleep(d - up)
+		}
+	}
+}

@@ -87,6 +87,14 @@ type request struct {
 	// behind that hand-off: other masters were handing the key to the call
 	// (see [handoff.attempting]).
 	Back bool
+	// Yield, on a registration (Hand, Reg and Place set, no Value), queues
+	// the call without handing the key on where it finds it free: the
+	// releasing Redlock's Unlock woke another call for it, which takes the
+	// key with an attempt of its own (a fenced, owned, gated or replica-
+	// confirmed lock's call), and this call waits its turn behind it (see
+	// [mark]). Without it, a registration that finds the key free is
+	// handed it, or woken, at once.
+	Yield bool
 	// Queued, with Hand, is the place the call's registrations so far are
 	// queued at (Place, unless an Unlock moves the call behind the next
 	// holder): the release takes them off there, and reads no other entry.
@@ -449,7 +457,7 @@ func encode(q *request, c *Command) bool {
 		if q.Hand == "" {
 			a = append(a, "eval", releaseSrc, int64(2), key, wk, value, waiter, bit(q.rollback))
 		} else {
-			a = append(a, "eval", handoffSrc, int64(2), key, wk, value, waiter, q.Place, q.Hand, int64(q.Reg), q.TTL.Milliseconds(), bit(q.Behind), q.Queued, gateArg(q), bit(q.Back))
+			a = append(a, "eval", handoffSrc, int64(2), key, wk, value, waiter, q.Place, q.Hand, int64(q.Reg), q.TTL.Milliseconds(), bit(q.Behind), q.Queued, gateArg(q), bit(q.Back), bit(q.Yield))
 		}
 	}
 	if len(a) == 0 {

@@ -80,8 +80,12 @@ func (r *Redlock) openTurn(t *turn, ctx context.Context, key string, cfg *config
 		}
 		deadline := time.Now().Add(cfg.nodeTimeout)
 		t.h = r.wake.newHandoff(key, t.ticket, cfg)
+		// A call the masters only wake (ttl 0) yields: where the key is
+		// free, the Unlock woke a call that takes it with an attempt of its
+		// own, and this one must not be woken first and race it. Where a
+		// key that is handed is free, its call gave it back: take it.
 		r.startPhase(context.WithoutCancel(ctx), deadline, false, request{Op: reqRelease, Key: key,
-			Waiter: channel, Hand: t.h.value, TTL: t.h.ttl, Place: t.ticket, Queued: t.ticket, Reg: t.h.register(deadline)})
+			Waiter: channel, Hand: t.h.value, TTL: t.h.ttl, Place: t.ticket, Queued: t.ticket, Reg: t.h.register(deadline), Yield: t.h.ttl == 0})
 		t.w, _ = r.waiters.join(key, released)
 		t.pause = r.jitter(cfg.maxBackoff)
 	}

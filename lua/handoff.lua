@@ -58,11 +58,13 @@ local bh = rq and ARGV[7] == '1'
 -- renewals to spread to (extend.lua's renew), rather than straight back to a call
 -- that could not take it; but with ARGV[10] '1' (back: other masters were
 -- handing the key to the call, and their hand-offs refused its attempt)
--- it queues before, and the key goes to the first call. The hand-off is
--- handon.lua's; it skips the releasing Redlock's calls unless this one
--- queues again.
+-- it queues before, and the key goes to the first call. With ARGV[11] '1'
+-- (yield: its Redlock's Unlock just woke another call, which takes the key
+-- with an attempt of its own) a registration that finds the key free
+-- queues after, and hands nothing on. The hand-off is handon.lua's; it
+-- skips the releasing Redlock's calls unless this one queues again.
 local again, woke = rq and not bh, 0
-local first = again and (v ~= ARGV[1] or ARGV[10] == '1')
+local first = again and ARGV[11] ~= '1' and (v ~= ARGV[1] or ARGV[10] == '1')
 if first then
   P('ZADD', q, pl, me)
 end

@@ -25,6 +25,36 @@ func TestConformanceRESP2(t *testing.T) {
 	redlocktest.Run(t, adapter(true))
 }
 
+// TestConformanceOptions runs the kit on Nodes of one server made with
+// the ClientOptions that change how rueidis sends a batch (see
+// connPromise): pipelined on several connections with a flush delay, on a
+// connection its pool lends (BlockingPipeline, DisableAutoPipelining with
+// ConnLifetime), and ConnLifetime alone, where the Node does not declare
+// Traits.OneConnection and the kit skips those checks, saying why.
+func TestConformanceOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opt  func(*rueidis.ClientOption)
+	}{
+		{"pipelined", func(o *rueidis.ClientOption) {
+			o.AlwaysPipelining, o.PipelineMultiplex, o.MaxFlushDelay = true, 3, 20*time.Microsecond
+		}},
+		{"BlockingPipeline 2", func(o *rueidis.ClientOption) { o.BlockingPipeline = 2 }},
+		{"DisableAutoPipelining with ConnLifetime", func(o *rueidis.ClientOption) {
+			o.DisableAutoPipelining, o.ConnLifetime = true, 300*time.Millisecond
+		}},
+		{"ConnLifetime", func(o *rueidis.ClientOption) { o.ConnLifetime = 300 * time.Millisecond }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			redlocktest.Run(t, redlocktest.Adapter{Node: func(tb testing.TB, addr string) redlock.Node {
+				opt := serverOption(addr)
+				tc.opt(&opt)
+				return newNode(tb, opt)
+			}})
+		})
+	}
+}
+
 func adapter(resp2 bool) redlocktest.Adapter {
 	return redlocktest.Adapter{
 		Node: func(tb testing.TB, addr string) redlock.Node {

@@ -61,17 +61,29 @@ var _ redlock.Node = (*node)(nil)
 // It returns nil when c is nil, which New reports as an error. The Node is
 // safe for concurrent use, by several Redlocks at once.
 //
-// The Node sends each batch with one DoMulti: on one server, one
-// connection in the batch's order; on a cluster, each command to its
-// slot's shard. It never marks a command read-only, so rueidis does not
-// retry it after a network error (a retried vote could land twice, after
-// the release that follows it). Exec returns by its context's deadline:
-// rueidis bounds the dial, the handshake and the wait for a reply by it.
-// The one wait it does not bound is for a connection another call is
-// already dialing, which that call's deadline or opt.Dialer.Timeout (5 s
-// by default) ends: set Dialer.Timeout near the node timeout
-// ([redlock.WithNodeTimeout]) to keep a master that does not answer a dial
-// from holding its lane longer.
+// The Node sends each batch with one DoMulti: on one server (a
+// Sentinel-managed primary included), on one connection in the batch's
+// order; on a cluster, each command to its slot's shard. It never marks a
+// command read-only, so rueidis's retries (DisableRetry, RetryDelay) never
+// send one again after a network error (a retried vote could land twice,
+// after the release that follows it), and it declares
+// [redlock.Traits].OneConnection, which [redlock.WithReplicaConfirm]
+// needs: a batch on one connection, never sent again. Two ClientOptions
+// make rueidis send commands of a batch again all the same, and the Node
+// then does not declare it: ConnLifetime, when a connection reaches the
+// end of its lifetime with a batch in flight (its unanswered commands go
+// again on a new connection), unless DisableAutoPipelining is set too (a
+// connection rueidis lends a batch has no lifetime until given back); and
+// Standalone.EnableRedirect (a batch with a command answered REDIRECT goes
+// again, whole, to the new primary). A cluster's Node does not declare it
+// either.
+//
+// Exec returns by its context's deadline: rueidis bounds the dial, the
+// handshake and the wait for a reply by it. The one wait it does not bound
+// is for a connection another call is already dialing, which that call's
+// deadline or opt.Dialer.Timeout (5 s by default) ends: set
+// Dialer.Timeout near the node timeout ([redlock.WithNodeTimeout]) to keep
+// a master that does not answer a dial from holding its lane longer.
 //
 // Its Subscribe subscribes over a connection of its own (rueidis's
 // Dedicate, with PubSubHooks), and subscribes again on a new one each time
@@ -126,30 +138,13 @@ func (n *node) Name() string { return n.name }
 
 // Traits: a cluster client routes by key, any other reaches one server.
 // Exec returns by its context's deadline (see [NewNode]). A batch takes
-// one connection unless connPromise says otherwise.
+// one connection and is never sent again unless connPromise says why not.
 func (n *node) Traits() redlock.Traits {
 	t := redlock.Traits{KeepsDeadlines: true, NameHint: n.unnamed, OneConnection: n.oneConn == "", ConnectionHint: n.oneConn}
 	if n.cluster {
 		t.Routing = redlock.RouteByKey
 	}
 	return t
-}
-
-// connPromise says why a client made with opt does not promise that a
-// batch reaches its master on one connection and is never sent again, ""
-// when it does. With ConnLifetime set, rueidis closes a connection when
-// its lifetime ends and sends the commands still waiting for a reply
-// again on a new one: a WAIT sent again there confirms nothing of the
-// votes before it (from Redis 7.2, whose new connections no longer write
-// in their handshake).
-func connPromise(cluster bool, opt rueidis.ClientOption) string {
-	switch {
-	case cluster:
-		return "a rueidis cluster client routes each command to the shard of its key"
-	case opt.ConnLifetime > 0:
-		return "rueidis sends the unanswered commands of a connection whose ConnLifetime ended again on a new connection: leave ClientOption.ConnLifetime 0"
-	}
-	return ""
 }
 
 // scratch is what one Exec builds its batch in, reused through the Node's
@@ -209,9 +204,11 @@ func (n *node) Exec(ctx context.Context, cmds []*redlock.Command) {
 // Any other client gets the command without a key, which makes rueidis
 // send every batch of the Node on the same connection (keyed, each batch
 // would go on one of the client's PipelineMultiplex connections, picked at
-// random). A batch sent after one that timed out then goes behind it,
-// unless the timeout closed that connection: rueidis keeps a timed-out
-// batch queued and writes it, where go-redis drops the connection.
+// random), unless it lends each batch a connection of its pool
+// (DisableAutoPipelining; a batch of BlockingPipeline commands or more).
+// A batch sent after one that timed out then goes behind it, unless the
+// timeout closed that connection: rueidis keeps a timed-out batch queued
+// and writes it, where go-redis drops the connection.
 func (n *node) build(s *scratch, c *redlock.Command) (rueidis.Completed, error) {
 	switch {
 	case len(c.Args) == 0:

@@ -16,8 +16,14 @@
 // every lock kind through the public API (plain, fenced, owned, extend,
 // auto-extend, unlock), hand-offs between Redlocks when the Node
 // subscribes, the restart gate, replica confirmation (refused where the
-// Node routes by key), subscriptions, and, when the adapter makes Nodes
-// over a Redis Cluster, locks on keys of every shape there.
+// Node routes by key), what a Node that declares Traits.OneConnection
+// promises (each batch on one connection, also from several goroutines at
+// once; a WAIT after a write in its batch counts only the replicas that
+// acknowledged it, on a primary with a replica the kit starts; nothing
+// sent again when a connection breaks mid-batch: skipped, with the Node's
+// reason, for a Node that does not declare it), subscriptions, and, when
+// the adapter makes Nodes over a Redis Cluster, locks on keys of every
+// shape there.
 package redlocktest
 
 import (
@@ -61,6 +67,7 @@ func Run(t *testing.T, a Adapter) {
 	t.Run("hand-off", k.handOff)
 	t.Run("restart gate", k.gate)
 	t.Run("replica confirmation", k.replicas)
+	t.Run("one connection", k.oneConnection)
 	t.Run("subscribe", k.subscribe)
 	if a.ClusterNode != nil {
 		t.Run("cluster", k.cluster)
@@ -391,14 +398,16 @@ func (k *kit) gate(t *testing.T) {
 }
 
 // replicas: on masters without replicas, a vote that asks for one is not
-// confirmed (ErrNotReplicated); a Node that routes by key is refused the
-// option.
+// confirmed (ErrNotReplicated); a Node that routes by key, or does not
+// declare Traits.OneConnection, is refused the option, with a ConfigError
+// that names its master.
 func (k *kit) replicas(t *testing.T) {
 	nodes := k.nodes(t)
-	if nodes[0].Traits().Routing == redlock.RouteByKey {
+	if tr := nodes[0].Traits(); tr.Routing == redlock.RouteByKey || !tr.OneConnection {
 		var ce *redlock.ConfigError
-		if _, err := redlock.New(nodes, redlock.WithReplicaConfirm(1)); !errors.As(err, &ce) {
-			t.Errorf("New over Nodes that route by key with WithReplicaConfirm = %v; want a ConfigError", err)
+		_, err := redlock.New(nodes, redlock.WithReplicaConfirm(1))
+		if !errors.As(err, &ce) || ce.Field != "WithReplicaConfirm" || !strings.Contains(ce.Reason, nodes[0].Name()) {
+			t.Errorf("New with WithReplicaConfirm over Nodes that route by key or do not declare OneConnection (Traits %+v) = %v; want a ConfigError on WithReplicaConfirm naming %s", tr, err, nodes[0].Name())
 		}
 		return
 	}
@@ -466,6 +475,9 @@ func (k *kit) cluster(t *testing.T) {
 	n := k.a.ClusterNode(t, rc.Addrs())
 	if got := n.Traits().Routing; got != redlock.RouteByKey {
 		t.Errorf("a cluster Node's Traits().Routing = %v; want RouteByKey", got)
+	}
+	if n.Traits().OneConnection {
+		t.Error("a cluster Node declares Traits.OneConnection: a Node that sends each command to the shard of its key cannot promise it")
 	}
 	base := key(t)
 	lockKinds(t, []redlock.Node{n}, []string{"{" + base + "}:a", base, base + "}x", "a{}" + base})

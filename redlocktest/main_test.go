@@ -3,6 +3,7 @@ package redlocktest_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
@@ -17,4 +18,11 @@ func (quietLogger) Printf(context.Context, string, ...any) {}
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietLogger{})
 	goleak.VerifyTestMain(m)
+}
+
+// goredisOptions are the options of the kit's go-redis clients for the one
+// server at addr: without retries, as the README configures them.
+func goredisOptions(addr string) *redis.Options {
+	return &redis.Options{Addr: addr, ContextTimeoutEnabled: true,
+		MaxRetries: -1, DialerRetries: 1, DialTimeout: time.Second}
 }
