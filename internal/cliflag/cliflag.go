@@ -23,7 +23,7 @@ func ParseDuration(s string) (time.Duration, error) {
 		return d, nil
 	}
 	if _, nerr := strconv.ParseFloat(s, 64); nerr == nil {
-		return 0, fmt.Errorf("a duration needs a unit: %ss, %sms or %sm, say", s, s, s)
+		return 0, fmt.Errorf("a duration needs a unit: %ss, %sms or %sm", s, s, s)
 	}
 	return 0, errors.New("not a duration; want a number and a unit, such as 30s, 500ms or 1m")
 }
