@@ -193,6 +193,7 @@ func (w *wakeups) close() {
 // and the masters only wake it.
 type handoff struct {
 	r     *Redlock
+	kind  lockKind // the kind of lock the call takes (its registrations are that kind's requests)
 	key   string
 	value string        // the value the masters hand the key to
 	place int64         // the call's place in the queues
@@ -222,13 +223,13 @@ type handoff struct {
 
 // handTTL is the TTL the masters hand a key to a call with cfg for: 0 for
 // the calls they only wake. Fenced and owned locks: their key cannot be
-// handed (a second round; a hash). Behind a restart gate or replica
+// handed (a second round; a hash); nor can the other kinds' (lockKind). Behind a restart gate or replica
 // confirmation: a hand-off is a master's vote, and the masters hand keys on
 // without asking the gate or the replicas
 // (TestRestartGateNoHandOffFromGatedMaster); the attempt a wake-up starts
 // asks them.
 func handTTL(cfg *config) time.Duration {
-	if cfg.owner != "" || cfg.fencing || cfg.gate > 0 || cfg.replicas > 0 {
+	if cfg.kind != kindMutex || cfg.owner != "" || cfg.fencing || cfg.gate > 0 || cfg.replicas > 0 {
 		return 0
 	}
 	return cfg.ttl
@@ -236,7 +237,7 @@ func handTTL(cfg *config) time.Duration {
 
 func (w *wakeups) newHandoff(key string, place int64, cfg *config) *handoff {
 	n := len(w.r.nodes)
-	h := &handoff{r: w.r, key: key, value: newValue(), place: place, ttl: handTTL(cfg),
+	h := &handoff{r: w.r, kind: cfg.kind, key: key, value: newValue(), place: place, ttl: handTTL(cfg),
 		wake: make(chan struct{}, 1), seen: make([]bool, n)}
 	w.handsMu.Lock()
 	defer w.handsMu.Unlock()
@@ -338,7 +339,8 @@ func (h *handoff) take(cfg *config) (l *Lock, partial, now bool) {
 	if !valid || h.ttl == 0 {
 		return nil, false, true
 	}
-	l = &Lock{r: h.r, key: h.key, value: handValue(h.value, h.reg), cfg: *cfg, ttl: cfg.ttl,
+	// Only a mutex's key is handed over (see handTTL): its name is its key.
+	l = &Lock{r: h.r, name: h.key, key: h.key, value: handValue(h.value, h.reg), cfg: *cfg, ttl: cfg.ttl,
 		until: until, last: h.regDeadline, h: h}
 	l.boxedKey, l.boxedValue = l.key, l.value
 	h.held = l

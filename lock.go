@@ -13,12 +13,15 @@ import (
 // a TTL shorter than the lock's, whatever that Extend's outcome. It is safe
 // for concurrent use.
 type Lock struct {
-	r     *Redlock
-	key   string
-	value string
-	token uint64
-	owner string // WithOwner; "": a plain lock
-	cfg   config // the acquiring call's resolved options
+	r *Redlock
+	// name is the lock's name as its caller gave it; key its key on the
+	// masters: the same for a mutex, the synchronizer's key for the other
+	// kinds (see lockKind).
+	name, key string
+	value     string
+	token     uint64
+	owner     string // WithOwner; "": a plain lock
+	cfg       config // the acquiring call's resolved options
 	// h is the acquiring call's registration for hand-offs when it queued
 	// for them (see [handoff]): the release takes it off the queues and
 	// deletes the key where it was handed to the call after all, and an
@@ -66,13 +69,15 @@ type Lock struct {
 	held  bool      // an Extend of an auto-extended lock runs: no renewal starts
 }
 
-// Key returns the locked key ("" for a nil *Lock, as every getter returns
-// the zero value for a nil *Lock).
+// Key returns the locked key, as the caller named it: the key given to
+// Lock, TryLock or Do, or to [Redlock.RWMutex] or [Redlock.Semaphore] for
+// their locks ("" for a nil *Lock, as every getter returns the zero value
+// for a nil *Lock).
 func (l *Lock) Key() string {
 	if l == nil {
 		return ""
 	}
-	return l.key
+	return l.name
 }
 
 // Value returns the random value that marks this holder's keys on the masters.
@@ -345,7 +350,7 @@ func (l *Lock) effLocked(cfg *config) config {
 
 // request is a request of op for l's key and value.
 func (l *Lock) request(op reqKind, ttl time.Duration, token uint64) request {
-	q := request{Op: op, Key: l.key, Value: l.value, TTL: ttl, Token: token, Owner: l.owner, key: l.boxedKey, value: l.boxedValue}
+	q := request{Op: op, Kind: l.cfg.kind, Key: l.key, Value: l.value, TTL: ttl, Token: token, Owner: l.owner, key: l.boxedKey, value: l.boxedValue}
 	if ttl != 0 && ttl == l.r.cfg.ttl {
 		q.ms = l.r.ttlMS
 	}

@@ -38,6 +38,7 @@ type config struct {
 	owner          string        // WithOwner; "": a plain lock
 	gate           time.Duration // WithRestartGate; 0: off
 	replicas       int           // WithReplicaConfirm; 0: off
+	kind           lockKind      // what the call takes: set by the method called, never by an Option
 	inCall         bool          // the options are a call's, not New's
 	attempt        int32         // the acquire attempt under way, from 1 (for the observer)
 	observer       *Observer     // New only (WithObserver); a pointer keeps a Lock in its size class

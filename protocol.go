@@ -50,7 +50,12 @@ func (o reqKind) String() string {
 // the master answered and the key is not ours; an Err means the outcome is
 // unknown. It never leaves the package: a Node sees Commands.
 type request struct {
-	Op    reqKind
+	Op reqKind
+	// Kind is the kind of lock the request is for: it picks the script
+	// (see lockKind), also for the requests that queue and withdraw a
+	// waiting call of that kind (a release with Hand): handoff.lua as the
+	// kind assembles it.
+	Kind  lockKind
 	Key   string
 	Value string
 	TTL   time.Duration // reqAcquire, reqAcquireFenced, reqExtend: whole milliseconds
@@ -440,6 +445,8 @@ func encode(q *request, c *Command) bool {
 	}
 	a := c.Args[:0]
 	switch {
+	case q.Kind != kindMutex:
+		a = kindArgs(a, q, key, value, ms)
 	case gated(q):
 		a = gatedArgs(a, q, key, value, ms)
 	case q.Owner != "":
@@ -553,6 +560,8 @@ func decode(q *request, c *Command) {
 	switch {
 	case gated(q) && err != nil:
 		q.OK, q.Fence, q.Err = false, 0, closedGate(q, err)
+	case q.Kind != kindMutex:
+		kindDecode(q, v, err)
 	case q.Op == reqAcquireFenced:
 		q.Fence, q.Err = fence(q.Key, v, err)
 		q.OK = q.Err == nil && q.Fence > 0

@@ -471,14 +471,14 @@ func (t *tally) late(op, key string, left time.Duration) *QuorumError {
 //
 // With h not nil, the rollback also queues the call for the key's next
 // release (see [handoff]).
-func (r *Redlock) acquire(ctx context.Context, key string, cfg *config, h *handoff) (*Lock, error) {
+func (r *Redlock) acquire(ctx context.Context, name, key string, cfg *config, h *handoff) (*Lock, error) {
 	h.attempting()
 	start := r.clock.Now()
 	op := reqAcquire
 	if cfg.fencing {
 		op = reqAcquireFenced
 	}
-	l := &Lock{r: r, key: key, value: newValue(), owner: cfg.owner, cfg: *cfg, ttl: cfg.ttl}
+	l := &Lock{r: r, name: name, key: key, value: newValue(), owner: cfg.owner, cfg: *cfg, ttl: cfg.ttl}
 	if h.registered() {
 		l.h = h // its release deletes hand-offs that came after all
 	}
@@ -601,11 +601,12 @@ func (l *Lock) release(ctx context.Context, unlock bool, h *handoff) *phase {
 	q.Waiter, _ = l.r.wake.name()
 	q.rollback = !unlock
 	// The call's queue work rides on the release (handoff.lua), but for an
-	// owned lock: hold.lua keeps none, and it goes in a request of its own
-	// just before.
+	// owned lock and every kind but a mutex: their release scripts keep
+	// none, and it goes in a request of its own just before (handoff.lua,
+	// for a kind other than a mutex as that kind assembles it: kindArgs).
 	reg := &q
-	if l.owner != "" {
-		reg = &request{Op: reqRelease, Key: l.key, Waiter: q.Waiter, Gate: q.Gate}
+	if l.owner != "" || l.cfg.kind != kindMutex {
+		reg = &request{Op: reqRelease, Kind: l.cfg.kind, Key: l.key, Waiter: q.Waiter, Gate: q.Gate}
 	}
 	switch {
 	case q.Waiter == "":

@@ -200,20 +200,25 @@ func (r *Redlock) Nodes() []Node { return append([]Node(nil), r.nodes...) }
 // The error wraps [ErrNotObtained] and, when ctx ended the wait, ctx's error;
 // errors.As with a [*QuorumError] gives the last attempt's counts and per-node
 // errors.
-func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (_ *Lock, err error) {
+func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
 	cfg, err := r.callConfig(key, opts)
 	if err != nil {
 		return nil, err
 	}
-	var held *Lock
+	return r.lock(ctx, CallLock, key, key, &cfg)
+}
+
+// lock is the Lock call of every kind of lock (cfg.kind): name is what the
+// caller named it, key its key on the masters (see lockKind.base).
+func (r *Redlock) lock(ctx context.Context, op CallOp, name, key string, cfg *config) (held *Lock, err error) {
 	if r.obs != nil {
 		var c *Call
-		ctx, c = r.startCall(ctx, CallLock, key)
+		ctx, c = r.startCall(ctx, op, name)
 		defer func() { r.endCall(ctx, c, cfg.attempt, held, err) }()
 	}
 	// The call's place while it waits, and all that can end the wait.
 	var t turn
-	r.openTurn(&t, ctx, key, &cfg)
+	r.openTurn(&t, ctx, key, cfg)
 	defer func() { t.end(held) }()
 	err = ErrNotObtained
 	for n := 1; ; n++ {
@@ -224,7 +229,7 @@ func (r *Redlock) Lock(ctx context.Context, key string, opts ...Option) (_ *Lock
 			return nil, joinCtx(err, stop)
 		}
 		cfg.attempt = int32(min(n, math.MaxInt32))
-		if held, err = t.attempt(ctx); err == nil {
+		if held, err = t.attempt(ctx, name); err == nil {
 			return held, nil
 		}
 		if ctx.Err() != nil || (cfg.maxAttempts > 0 && n >= cfg.maxAttempts) {
@@ -246,7 +251,7 @@ func (r *Redlock) unhand(h *handoff, nodeTimeout time.Duration) {
 		return
 	}
 	r.startPhase(context.Background(), time.Now().Add(nodeTimeout), false,
-		request{Op: reqRelease, Key: h.key, Hand: h.value, Waiter: channel, Queued: h.at()})
+		request{Op: reqRelease, Kind: h.kind, Key: h.key, Hand: h.value, Waiter: channel, Queued: h.at()})
 	r.waiters.wake(h.key)
 }
 
@@ -260,17 +265,22 @@ func (r *Redlock) jitter(d time.Duration) time.Duration {
 
 // TryLock makes one attempt to acquire the lock on key. The error wraps
 // [ErrNotObtained] when the key is held elsewhere or too few masters answered.
-func (r *Redlock) TryLock(ctx context.Context, key string, opts ...Option) (l *Lock, err error) {
+func (r *Redlock) TryLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
 	cfg, err := r.callConfig(key, opts)
 	if err != nil {
 		return nil, err
 	}
+	return r.tryLock(ctx, CallTryLock, key, key, &cfg)
+}
+
+// tryLock is the TryLock call of every kind of lock (see lock).
+func (r *Redlock) tryLock(ctx context.Context, op CallOp, name, key string, cfg *config) (l *Lock, err error) {
 	if r.obs != nil {
 		var c *Call
-		ctx, c = r.startCall(ctx, CallTryLock, key)
+		ctx, c = r.startCall(ctx, op, name)
 		defer func() { r.endCall(ctx, c, 1, l, err) }()
 	}
-	return r.acquire(ctx, key, &cfg, nil)
+	return r.acquire(ctx, name, key, cfg, nil)
 }
 
 // Do acquires the lock on key (waiting and retrying as [Redlock.Lock] does),
@@ -438,13 +448,18 @@ func joinCtx(err, ctxErr error) error {
 }
 
 // derivedKeyErr is the error for a lock key that has the shape of a fence
-// counter or a queue of waiting calls (see derivedKey): name is "fence" or
-// "waiters", lock the lock key it could belong to ("" when none).
+// counter, a queue of waiting calls, or a synchronizer's key (see
+// derivedKey, lockKind.base): name is "fence", "waiters", "rw" or "sem",
+// lock the lock key it could belong to ("" when none).
 func derivedKeyErr(key, name, lock string) error {
 	what, fn, one := "fence counters", "FenceKey", "fence counter"
 	switch name {
 	case "waiters":
 		what, fn, one = "queues of waiting Redlocks", "WaitKey", "queue"
+	case "rw":
+		what, fn, one = "read-write locks' keys", "Redlock.RWMutex", "read-write lock key"
+	case "sem":
+		what, fn, one = "semaphores' keys", "Redlock.Semaphore", "semaphore key"
 	}
 	shape := "ends in \":" + name + "\""
 	if !strings.HasSuffix(key, ":"+name) {
@@ -490,10 +505,11 @@ func derivedKey(key, name string) string {
 }
 
 // derivedFrom reports whether a lock key of this name would be refused
-// because it has the shape of a derived key: which kind ("fence" or
-// "waiters"), and the lock key it belongs to when there is one.
+// because it has the shape of a derived key: which kind ("fence",
+// "waiters", or a synchronizer's "rw" or "sem"), and the lock key it
+// belongs to when there is one.
 func derivedFrom(key string) (name, lock string, ok bool) {
-	for _, name := range [...]string{"fence", "waiters"} {
+	for _, name := range [...]string{"fence", "waiters", "rw", "sem"} {
 		if lock, ok := strings.CutSuffix(key, ":"+name); ok {
 			return name, lock, true
 		}

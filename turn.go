@@ -84,20 +84,21 @@ func (r *Redlock) openTurn(t *turn, ctx context.Context, key string, cfg *config
 		// free, the Unlock woke a call that takes it with an attempt of its
 		// own, and this one must not be woken first and race it. Where a
 		// key that is handed is free, its call gave it back: take it.
-		r.startPhase(context.WithoutCancel(ctx), deadline, false, request{Op: reqRelease, Key: key,
+		r.startPhase(context.WithoutCancel(ctx), deadline, false, request{Op: reqRelease, Kind: cfg.kind, Key: key,
 			Waiter: channel, Hand: t.h.value, TTL: t.h.ttl, Place: t.ticket, Queued: t.ticket, Reg: t.h.register(deadline), Yield: t.h.ttl == 0})
 		t.w, _ = r.waiters.join(key, released)
 		t.pause = r.jitter(cfg.maxBackoff)
 	}
 }
 
-// attempt makes one acquire attempt for the call. Once the Redlock listens
-// for wake-ups, its rollback queues the call on the masters.
-func (t *turn) attempt(ctx context.Context) (*Lock, error) {
+// attempt makes one acquire attempt for the call, of the lock the caller
+// named name. Once the Redlock listens for wake-ups, its rollback queues
+// the call on the masters.
+func (t *turn) attempt(ctx context.Context, name string) (*Lock, error) {
 	if _, t.listen = t.r.wake.name(); t.listen && t.h == nil {
 		t.h = t.r.wake.newHandoff(t.key, t.ticket, t.cfg)
 	}
-	return t.r.acquire(ctx, t.key, t.cfg, t.h)
+	return t.r.acquire(ctx, name, t.key, t.cfg, t.h)
 }
 
 // refused readies the next wait after a refused attempt: none
