@@ -77,7 +77,10 @@ func (e *NodeError) Error() string { return "redlock: node " + e.Node + ": " + e
 func (e *NodeError) Unwrap() error { return e.Err }
 
 // QuorumError is the outcome of a phase (acquire, fence, extend, release) that
-// did not reach a quorum of masters, or reached it too late.
+// did not reach a quorum of masters, or reached it too late. Its Error is
+// one line that names every master with its part, for example:
+//
+//	redlock: acquire "order:42": no quorum: 0 succeeded, 1 refused (held by another owner), 1 failed, 1 not awaited of 3 masters (need 2): 10.0.0.1:6379/0 refused; 10.0.0.2:6379/0 failed: dial tcp 10.0.0.2:6379: connect: connection refused; 10.0.0.3:6379/0 not awaited
 //
 // A QuorumError from an acquire matches [ErrNotObtained] with errors.Is; one
 // from Extend or Unlock matches [ErrNotHeld] when the key was gone from so many
@@ -93,7 +96,7 @@ type QuorumError struct {
 	// released the key); Refused those that answered that the key is not ours
 	// (held by another value, or gone); Failed those that gave an error or did
 	// not answer in time. Masters still in flight at the decision count in
-	// none of them.
+	// none of them: they were not awaited.
 	Succeeded, Refused, Failed int
 
 	// Validity is what was left of the lock's TTL at the decision when the
@@ -104,26 +107,72 @@ type QuorumError struct {
 
 	// Errs holds a *NodeError for each master that Failed.
 	Errs []error
+
+	// Masters has one entry per master, in the order given to New, with its
+	// part in the decision: Succeeded, Refused, Failed (with Err), or
+	// Pending for a master not awaited (the outcome was decided without it,
+	// or ctx ended first). Latency is set only for a Redlock with an
+	// [Observer]. Masters is empty for a phase that sent no request (Late,
+	// when too little validity was left to start it).
+	Masters []NodeReply
 }
 
 func (e *QuorumError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "redlock: %s %s: ", e.Op, quoteKey(e.Key))
 	if e.Late {
-		fmt.Fprintf(&b, "quorum reached but only %v of validity left", e.Validity)
+		fmt.Fprintf(&b, "quorum reached but only %v of validity left, no more than the minimum", e.Validity)
 	} else {
-		fmt.Fprintf(&b, "no quorum: %d succeeded, %d refused, %d failed of %d masters (need %d)",
-			e.Succeeded, e.Refused, e.Failed, e.Nodes, e.Quorum)
-	}
-	for i, err := range e.Errs {
-		if i == 0 {
-			b.WriteString(": ")
-		} else {
-			b.WriteString("; ")
+		fmt.Fprintf(&b, "no quorum: %d succeeded, %d refused", e.Succeeded, e.Refused)
+		if e.Refused > 0 {
+			fmt.Fprintf(&b, " (%s)", refusedMeans(e.Op))
 		}
-		b.WriteString(strings.TrimPrefix(err.Error(), "redlock: "))
+		fmt.Fprintf(&b, ", %d failed", e.Failed)
+		if n := e.Nodes - e.Succeeded - e.Refused - e.Failed; n > 0 && len(e.Masters) > 0 {
+			fmt.Fprintf(&b, ", %d not awaited", n)
+		}
+		fmt.Fprintf(&b, " of %d masters (need %d)", e.Nodes, e.Quorum)
+	}
+	if len(e.Masters) == 0 {
+		// Made by hand, or no request was sent: the failures are all there is.
+		for i, err := range e.Errs {
+			b.WriteString(listSep(i))
+			b.WriteString(oneLine(strings.TrimPrefix(err.Error(), "redlock: ")))
+		}
+		return b.String()
+	}
+	for i, m := range e.Masters {
+		b.WriteString(listSep(i))
+		b.WriteString(m.Node)
+		switch m.Outcome {
+		case Pending:
+			b.WriteString(" not awaited")
+		case Failed:
+			b.WriteString(" failed")
+			if m.Err != nil {
+				b.WriteString(": " + oneLine(strings.TrimPrefix(m.Err.Error(), "redlock: ")))
+			}
+		default:
+			b.WriteString(" " + m.Outcome.String())
+		}
 	}
 	return b.String()
+}
+
+// listSep is what goes before the i-th master or error of a QuorumError.
+func listSep(i int) string {
+	if i == 0 {
+		return ": "
+	}
+	return "; "
+}
+
+// refusedMeans says what a master's refusal in phase op means.
+func refusedMeans(op string) string {
+	if op == opAcquire {
+		return "held by another owner"
+	}
+	return "the key is gone or held by another owner"
 }
 
 // Is reports whether target is the sentinel this phase's failure stands for.
@@ -164,6 +213,48 @@ func (e *ConfigError) Error() string { return "redlock: invalid " + e.Field + ":
 
 func configErr(field, format string, args ...any) error {
 	return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// lineErrors are errors joined on one line, "; " between them, for logs
+// that keep an entry per line ([errors.Join] puts each on a line of its
+// own). errors.Is and errors.As see each of them.
+type lineErrors struct{ errs []error }
+
+func (e *lineErrors) Error() string {
+	var b strings.Builder
+	for i, err := range e.errs {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(oneLine(err.Error()))
+	}
+	return b.String()
+}
+
+func (e *lineErrors) Unwrap() []error { return e.errs }
+
+// joinLine joins the errors that are not nil on one line, as errors.Join
+// does on several: nil when all are.
+func joinLine(errs ...error) error {
+	var kept []error
+	for _, err := range errs {
+		if err != nil {
+			kept = append(kept, err)
+		}
+	}
+	if len(kept) == 0 {
+		return nil
+	}
+	return &lineErrors{kept}
+}
+
+// oneLine is s with line breaks (an errors.Join inside, a server's reply)
+// as "; ".
+func oneLine(s string) string {
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' }), "; ")
 }
 
 // notHeld wraps ErrNotHeld with why.

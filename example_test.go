@@ -14,77 +14,183 @@ import (
 	"github.com/redlock/redlock"
 )
 
+// The examples reach the masters the tests start (five local
+// redis-servers) through $REDLOCK_MASTERS, the variable the command reads:
+// host:port,host:port,... Each builds its clients with the settings the
+// README recommends, or lets NewFromURLs, which sets them, build them.
+
 func Example() {
-	// Independent Redis masters (the tests start five and list them here).
-	var nodes []redlock.Node
-	for _, addr := range strings.Split(os.Getenv("REDLOCK_MASTERS"), ",") {
-		nodes = append(nodes, redlock.NewNode(redis.NewClient(&redis.Options{Addr: addr})))
-	}
-	rl, err := redlock.New(nodes, redlock.WithTTL(10*time.Second))
+	// One URL per independent Redis master: here the tests' five.
+	rl, err := redlock.NewFromURLs(strings.Split(os.Getenv("REDLOCK_MASTERS"), ","),
+		redlock.WithTTL(10*time.Second))
 	if err != nil {
-		panic(err)
+		fmt.Println(err)
+		return
 	}
 	defer rl.Close()
 
-	ctx := context.Background()
+	// Lock waits and retries until ctx ends: give it a deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	lock, err := rl.Lock(ctx, "order:42")
 	if err != nil {
-		fmt.Println("not obtained:", err)
+		fmt.Println("not obtained:", err) // errors.Is(err, redlock.ErrNotObtained)
 		return
 	}
 	// Work here, and stop before lock.Until().
 	fmt.Println("holding", lock.Key(), "for at most", lock.TTL())
 
 	if err := lock.Unlock(ctx); err != nil {
+		// errors.Is(err, redlock.ErrNotHeld): the validity had ended, and
+		// the work may have overlapped another holder's.
 		fmt.Println("unlock:", err)
 	}
 	// Output: holding order:42 for at most 10s
 }
 
-func ExampleRedlock_TryLock() {
-	var nodes []redlock.Node
-	for _, addr := range strings.Split(os.Getenv("REDLOCK_MASTERS"), ",") {
-		nodes = append(nodes, redlock.NewNode(redis.NewClient(&redis.Options{Addr: addr})))
+func ExampleNewFromURLs() {
+	// host:port, redis://[user:password@]host:port[/db], rediss://... (TLS),
+	// redis+sentinel://..., redis+cluster://...: one URL per master. The
+	// clients it makes fail fast on a dead master (no go-redis retries) and
+	// keep to the per-node timeout; Close closes them.
+	rl, err := redlock.NewFromURLs(strings.Split(os.Getenv("REDLOCK_MASTERS"), ","))
+	if err != nil {
+		fmt.Println(err)
+		return
 	}
-	rl, _ := redlock.New(nodes)
 	defer rl.Close()
-	ctx := context.Background()
+	fmt.Println(len(rl.Nodes()), "masters, quorum", rl.Quorum())
 
-	first, _ := rl.TryLock(ctx, "report:daily")
-	_, err := rl.TryLock(ctx, "report:daily")
+	// Bad input is a *ConfigError that quotes the URL as given (passwords
+	// hidden) and says what would be right.
+	_, err = redlock.NewFromURLs([]string{"redis://:s3cret@10.0.0.1"})
+	fmt.Println(err)
+	// Output:
+	// 5 masters, quorum 3
+	// redlock: invalid master URL: "redis://:xxxxx@10.0.0.1": 10.0.0.1 has no port; write host:port (Redis listens on 6379 by default): a master's port is never guessed
+}
+
+func ExampleRedlock_TryLock() {
+	rl, err := redlock.NewFromURLs(strings.Split(os.Getenv("REDLOCK_MASTERS"), ","))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer rl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	first, err := rl.TryLock(ctx, "report:daily")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, err = rl.TryLock(ctx, "report:daily") // one attempt: held by first
 	fmt.Println(errors.Is(err, redlock.ErrNotObtained))
-	first.Unlock(ctx)
+	if err := first.Unlock(ctx); err != nil {
+		fmt.Println("unlock:", err)
+	}
 	// Output: true
 }
 
-func ExampleFence() {
-	var nodes []redlock.Node
-	for _, addr := range strings.Split(os.Getenv("REDLOCK_MASTERS"), ",") {
-		nodes = append(nodes, redlock.NewNode(redis.NewClient(&redis.Options{Addr: addr})))
-	}
-	rl, err := redlock.New(nodes, redlock.WithFencing())
+// An acquire that failed is a *QuorumError: the counts, and each master's
+// part (Masters).
+func ExampleQuorumError() {
+	rl, err := redlock.NewFromURLs(strings.Split(os.Getenv("REDLOCK_MASTERS"), ","))
 	if err != nil {
-		panic(err)
+		fmt.Println(err)
+		return
 	}
 	defer rl.Close()
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	held, err := rl.Lock(ctx, "invoice:8")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, err = rl.TryLock(ctx, "invoice:8")
+	var qe *redlock.QuorumError
+	if errors.As(err, &qe) {
+		fmt.Println("op:", qe.Op, "- quorum:", qe.Quorum, "of", qe.Nodes)
+		// Refused: the master answered that another owner holds the key;
+		// Failed: an error or no reply, with a *NodeError in qe.Errs.
+		fmt.Println("held by another owner:", qe.Refused > qe.Nodes-qe.Quorum, "- failed:", qe.Failed)
+	}
+	if err := held.Unlock(ctx); err != nil {
+		fmt.Println("unlock:", err)
+	}
+	// Output:
+	// op: acquire - quorum: 3 of 5
+	// held by another owner: true - failed: 0
+}
+
+func ExampleLock_Extend() {
+	rl, err := redlock.NewFromURLs(strings.Split(os.Getenv("REDLOCK_MASTERS"), ","),
+		redlock.WithTTL(2*time.Second))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer rl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	lock, err := rl.Lock(ctx, "import:batch-7")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	before := lock.Until()
+	// The work needs longer: reset the keys' TTL on the masters. Until
+	// moves to this call's start plus 30s, less the drift allowance.
+	if err := lock.Extend(ctx, 30*time.Second); err != nil {
+		// errors.Is(err, redlock.ErrNotHeld): too late, the lock is gone.
+		fmt.Println("extend:", err)
+		return
+	}
+	fmt.Println("TTL:", lock.TTL(), "- Until moved later:", lock.Until().After(before))
+	if err := lock.Unlock(ctx); err != nil {
+		fmt.Println("unlock:", err)
+	}
+	// Output: TTL: 30s - Until moved later: true
+}
+
+func ExampleFence() {
+	rl, err := redlock.NewFromURLs(strings.Split(os.Getenv("REDLOCK_MASTERS"), ","),
+		redlock.WithFencing())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer rl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 
 	// The resource keeps one Fence per lock key (the zero value is ready).
 	var fence redlock.Fence
 
 	first, err := rl.Lock(ctx, "invoice:7")
 	if err != nil {
-		panic(err)
+		fmt.Println(err)
+		return
 	}
 	stale := first.Fence()
-	first.Unlock(ctx) // as if its validity ran out while the process was paused
+	// As if its validity ran out while the process was paused:
+	if err := first.Unlock(ctx); err != nil {
+		fmt.Println("unlock:", err)
+	}
 
 	second, err := rl.Lock(ctx, "invoice:7")
 	if err != nil {
-		panic(err)
+		fmt.Println(err)
+		return
 	}
 	fmt.Println("newer holder writes:", fence.Check(second.Fence()))
-	second.Unlock(ctx)
+	if err := second.Unlock(ctx); err != nil {
+		fmt.Println("unlock:", err)
+	}
 
 	// The first holder wakes up and tries to write: one line rejects it.
 	err = fence.Check(stale)
@@ -95,14 +201,16 @@ func ExampleFence() {
 }
 
 func ExampleRedlock_Do() {
-	var nodes []redlock.Node
-	for _, addr := range strings.Split(os.Getenv("REDLOCK_MASTERS"), ",") {
-		nodes = append(nodes, redlock.NewNode(redis.NewClient(&redis.Options{Addr: addr})))
+	rl, err := redlock.NewFromURLs(strings.Split(os.Getenv("REDLOCK_MASTERS"), ","))
+	if err != nil {
+		fmt.Println(err)
+		return
 	}
-	rl, _ := redlock.New(nodes)
 	defer rl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 
-	err := rl.Do(context.Background(), "job:nightly", func(ctx context.Context) error {
+	err = rl.Do(ctx, "job:nightly", func(ctx context.Context) error {
 		// Long work: the lock is renewed meanwhile; stop when ctx ends.
 		select {
 		case <-time.After(10 * time.Millisecond):
@@ -116,8 +224,10 @@ func ExampleRedlock_Do() {
 }
 
 func ExampleNewNode() {
-	// One go-redis client per master, made as the README recommends; the
-	// Redlock does not close clients given to it, so close them after it.
+	// One go-redis client per master, made as the README recommends: no
+	// go-redis retries (a dead master fails at once) and context deadlines
+	// on the socket (the per-node timeout holds). The Redlock does not
+	// close clients given to it, so close them after it.
 	var nodes []redlock.Node
 	for _, addr := range strings.Split(os.Getenv("REDLOCK_MASTERS"), ",") {
 		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
@@ -126,25 +236,31 @@ func ExampleNewNode() {
 	}
 	rl, err := redlock.New(nodes)
 	if err != nil {
-		panic(err)
+		fmt.Println(err)
+		return
 	}
 	defer rl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 
-	ctx := context.Background()
 	lock, err := rl.Lock(ctx, "invoice:7")
 	if err != nil {
 		fmt.Println("not obtained:", err)
 		return
 	}
 	fmt.Println("holding", lock.Key())
-	_ = lock.Unlock(ctx)
+	if err := lock.Unlock(ctx); err != nil {
+		fmt.Println("unlock:", err)
+	}
 	// Output: holding invoice:7
 }
 
 func ExampleNewSlogObserver() {
 	var nodes []redlock.Node
 	for _, addr := range strings.Split(os.Getenv("REDLOCK_MASTERS"), ",") {
-		nodes = append(nodes, redlock.NewNode(redis.NewClient(&redis.Options{Addr: addr})))
+		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
+		defer c.Close()
+		nodes = append(nodes, redlock.NewNode(c))
 	}
 	// Debug: every attempt and call; Warn: a failing master, a lost lock.
 	// (Times are dropped here only to keep the output the same every run.)
@@ -158,12 +274,23 @@ func ExampleNewSlogObserver() {
 			return a
 		},
 	}))
-	rl, _ := redlock.New(nodes, redlock.WithObserver(redlock.NewSlogObserver(log)))
+	rl, err := redlock.New(nodes, redlock.WithObserver(redlock.NewSlogObserver(log)))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer rl.Close()
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 
-	lock, _ := rl.Lock(ctx, "invoice:7")
-	lock.Unlock(ctx)
+	lock, err := rl.Lock(ctx, "invoice:7")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := lock.Unlock(ctx); err != nil {
+		fmt.Println("unlock:", err)
+	}
 	// Output:
 	// level=DEBUG msg="redlock: acquire" lock=invoice:7 attempt=1 succeeded=3 refused=0 failed=0 quorum=3
 	// level=DEBUG msg="redlock: Lock" lock=invoice:7 attempts=1
@@ -172,31 +299,40 @@ func ExampleNewSlogObserver() {
 }
 
 func ExampleWithOwner() {
-	var nodes []redlock.Node
-	for _, addr := range strings.Split(os.Getenv("REDLOCK_MASTERS"), ",") {
-		nodes = append(nodes, redlock.NewNode(redis.NewClient(&redis.Options{Addr: addr})))
+	rl, err := redlock.NewFromURLs(strings.Split(os.Getenv("REDLOCK_MASTERS"), ","))
+	if err != nil {
+		fmt.Println(err)
+		return
 	}
-	rl, _ := redlock.New(nodes)
 	defer rl.Close()
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 
 	// A job takes the lock, then calls code that takes it again: with the
 	// job's ID as the owner, the second Lock nests instead of waiting.
 	job := redlock.WithOwner("job-7")
 	outer, err := rl.Lock(ctx, "invoice:9", job)
 	if err != nil {
-		panic(err)
+		fmt.Println(err)
+		return
 	}
 	inner, err := rl.TryLock(ctx, "invoice:9", job)
 	fmt.Println("nested:", err == nil)
 	_, err = rl.TryLock(ctx, "invoice:9", redlock.WithOwner("job-8"))
 	fmt.Println("another owner:", errors.Is(err, redlock.ErrNotObtained))
 
-	_ = inner.Unlock(ctx)
-	_ = outer.Unlock(ctx) // the last hold: the key is free again
+	for _, l := range []*redlock.Lock{inner, outer} { // the last hold frees the key
+		if err := l.Unlock(ctx); err != nil {
+			fmt.Println("unlock:", err)
+		}
+	}
 	next, err := rl.TryLock(ctx, "invoice:9", redlock.WithOwner("job-8"))
 	fmt.Println("after the last hold:", err == nil)
-	_ = next.Unlock(ctx)
+	if err == nil {
+		if err := next.Unlock(ctx); err != nil {
+			fmt.Println("unlock:", err)
+		}
+	}
 	// Output:
 	// nested: true
 	// another owner: true

@@ -269,28 +269,42 @@ func listen(ctx context.Context, ps pubsub, deliver func(Message)) (Subscription
 	}
 	l := &listener{ps: ps}
 	msgs := ps.ChannelWithSubscriptions()
-	l.reader.Go(func() {
+	go func() {
 		for m := range msgs {
+			var msg Message
 			switch m := m.(type) {
 			case *redis.Message:
-				deliver(Message{Payload: m.Payload})
+				msg.Payload = m.Payload
 			case *redis.Subscription:
-				deliver(Message{Resubscribed: true})
+				msg.Resubscribed = true
+			default:
+				continue
 			}
+			l.mu.Lock()
+			if !l.closed {
+				deliver(msg)
+			}
+			l.mu.Unlock()
 		}
-	})
+	}()
 	return l, err
 }
 
-// listener is listen's Subscription.
+// listener is listen's Subscription. Its reader goroutine ends when
+// go-redis closes the channel, which on a master that is down comes only
+// after go-redis's pause between tries (100 ms): Close does not wait for
+// that, only for a deliver under way.
 type listener struct {
 	ps     pubsub
-	reader sync.WaitGroup
+	mu     sync.Mutex // held while deliver runs; guards closed
+	closed bool
 }
 
 func (l *listener) Close() error {
 	err := l.ps.Close()
-	l.reader.Wait()
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
 	return err
 }
 

@@ -180,32 +180,7 @@ func (r *Redlock) phaseEvent(ctx context.Context, e *PhaseEvent, p *phase, k int
 	if p != nil {
 		t := &p.tallies[k]
 		e.Succeeded, e.Refused, e.Failed = t.succeeded, t.refused, t.failed
-		e.Nodes = make([]NodeReply, p.n)
-		failed := 0 // failures among the replies
-		for i := range p.n {
-			c := &p.calls[k*p.n+i]
-			nr := &e.Nodes[i]
-			nr.Node = r.nodes[i].Name()
-			switch {
-			case !c.answered:
-			case c.Err != nil:
-				nr.Outcome, nr.Err, nr.Latency = Failed, c.Err, c.took-p.start
-				failed++
-			case c.OK:
-				nr.Outcome, nr.Latency = Succeeded, c.took-p.start
-			default:
-				nr.Outcome, nr.Latency = Refused, c.took-p.start
-			}
-		}
-		if t.failed > failed {
-			// The deadline passed undecided: collect counted every master
-			// that had not answered as failed.
-			for i := range e.Nodes {
-				if nr := &e.Nodes[i]; nr.Outcome == Pending {
-					nr.Outcome, nr.Err = Failed, errNoReply
-				}
-			}
-		}
+		e.Nodes = p.masters(k)
 	}
 	r.obs.Phase(ctx, e)
 }

@@ -156,8 +156,8 @@ func WithBackoff(min, max time.Duration) Option {
 // masters that still hold the key, within the validity, or the acquire fails.
 // A resource rejects stale holders' writes with a [Fence]. Default: off.
 //
-// The token counter lives on each master under the key name followed by
-// ":fence" ([FenceKey]) and never expires. Tokens stay increasing while the
+// The token counter lives on each master next to the key, at [FenceKey](key),
+// and never expires. Tokens stay increasing while the
 // masters' clocks differ by less than the time a master stays down before it
 // restarts empty, and while nobody deletes the counters.
 func WithFencing() Option {

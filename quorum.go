@@ -37,7 +37,8 @@ type call struct {
 	request
 	p        *phase
 	at       int           // index in p.calls
-	answered bool          // collect counted the reply (collect's alone)
+	answered bool          // collect took the reply (collect's alone)
+	counted  bool          // in its key's tally: its reply, or its lack at the deadline (collect's alone)
 	took     time.Duration // when the reply came, after r.born, when p.start is set
 }
 
@@ -68,7 +69,7 @@ func (r *Redlock) startPhase(ctx context.Context, deadline time.Time, collected 
 			p.tallies = make([]tally, len(reqs))
 		}
 		for k := range p.tallies {
-			p.tallies[k] = tally{n: n, quorum: r.quorum}
+			p.tallies[k] = tally{n: n, quorum: r.quorum, p: p, k: k}
 		}
 	}
 	p.pending.Store(int32(len(p.calls)))
@@ -201,7 +202,8 @@ func (p *phase) collect(ctx context.Context) error {
 			continue
 		}
 		for i := range p.n {
-			if !p.calls[k*p.n+i].answered {
+			if c := &p.calls[k*p.n+i]; !c.answered {
+				c.counted = true
 				t.add(i, &request{Err: errNoReply}, p.r.nodes[i])
 			}
 		}
@@ -362,6 +364,7 @@ func (p *phase) count(j int) int {
 	if t.decided() {
 		return 0 // decided already: later replies do not change the outcome
 	}
+	c.counted = true
 	t.add(j%p.n, &c.request, p.r.nodes[j%p.n])
 	if t.decided() {
 		return 1
@@ -387,6 +390,8 @@ type tally struct {
 	succeeded, refused, failed int
 	token                      uint64 // highest fence token among the successes
 	errs                       []error
+	p                          *phase // the phase, whose key k this is
+	k                          int
 }
 
 func (t *tally) add(i int, q *request, node Node) {
@@ -415,8 +420,36 @@ func (t *tally) error(op, key string) *QuorumError {
 	return &QuorumError{
 		Op: op, Key: key, Nodes: t.n, Quorum: t.quorum,
 		Succeeded: t.succeeded, Refused: t.refused, Failed: t.failed,
-		Errs: t.errs,
+		Errs: t.errs, Masters: t.p.masters(t.k),
 	}
+}
+
+// masters is each master's part in key k's outcome, in the order of New's
+// nodes, as collect counted it: a master it did not count (the outcome was
+// decided without it, or the caller's ctx ended first) is Pending. Latency
+// is measured only for an Observer (p.start set).
+func (p *phase) masters(k int) []NodeReply {
+	out := make([]NodeReply, p.n)
+	for i := range out {
+		c := &p.calls[k*p.n+i]
+		nr := &out[i]
+		nr.Node = p.r.nodes[i].Name()
+		if c.counted && c.answered && p.start != 0 {
+			nr.Latency = c.took - p.start
+		}
+		switch {
+		case !c.counted:
+		case !c.answered: // counted at the deadline; its reply may still come
+			nr.Outcome, nr.Err = Failed, errNoReply
+		case c.Err != nil:
+			nr.Outcome, nr.Err = Failed, c.Err
+		case c.OK:
+			nr.Outcome = Succeeded
+		default:
+			nr.Outcome = Refused
+		}
+	}
+	return out
 }
 
 // late is the error of a phase whose quorum came with only left of

@@ -26,7 +26,9 @@
 //
 // # What a lock does not guarantee
 //
-// Redlock is safe only while three assumptions hold:
+// Redlock is safe only while four assumptions hold (the README lists the
+// same). The library cannot make the first two true; it enforces the last
+// two, each under an option that is off by default:
 //
 //   - Bounded clock drift: the masters' clocks run at nearly the same rate as
 //     the client's (the drift allowance, [WithDriftFactor], covers 1% by
@@ -38,11 +40,16 @@
 //   - No fast restart without data: a master that loses its keys (restart
 //     without AOF fsync=always) must stay down longer than the largest TTL
 //     before it rejoins (the delayed-restart rule), or two clients can both
-//     win a quorum.
+//     win a quorum. [WithRestartGate] enforces it.
+//   - No failover to a replica that lacked the key: replication is
+//     asynchronous, so a promoted replica may come up without a key its
+//     primary acknowledged, as a restart would. [WithReplicaConfirm] counts
+//     a vote only once the master's replicas confirmed it.
 //
 // Fencing tokens add two assumptions of their own: the masters' clocks differ
 // by less than the time a master stays down before it restarts empty, and
-// nobody deletes the fence counters ([FenceKey]).
+// nobody deletes or lowers the fence counters ([FenceKey]): no FLUSHALL, no
+// allkeys-* eviction policy, no DEL by pattern.
 package redlock
 
 import (
@@ -431,12 +438,13 @@ func earlier(a, b time.Time) time.Time {
 	return b
 }
 
-// joinCtx adds ctx's error to err unless err already carries it.
+// joinCtx adds ctx's error to err, on the same line, unless err already
+// carries it: errors.Is and errors.As see both.
 func joinCtx(err, ctxErr error) error {
 	if ctxErr == nil || errors.Is(err, ctxErr) {
 		return err
 	}
-	return errors.Join(err, ctxErr)
+	return fmt.Errorf("%w; gave up: %w", err, ctxErr)
 }
 
 // derivedKeyErr is the error for a lock key that has the shape of a fence
@@ -578,9 +586,7 @@ var slotTags = sync.OnceValue(func() *[16384]string {
 // the first '{' to the first '}' after it), else "fence:{" + key + "}" (or,
 // for a key with a '}' but no tag, "fence:{T}" + key with T a short tag of
 // key's hash slot). Either way it is in key's hash slot, so that a master
-// that is a Redis Cluster runs the scripts that touch both. Earlier versions
-// kept the counter of a key without a tag at key + ":fence": the README says
-// what the move means ("Fencing tokens").
+// that is a Redis Cluster runs the scripts that touch both.
 //
 // It never expires: deleting it while the lock is in use can hand out a token
 // that does not increase (the clock floor limits the damage to restarts).

@@ -3,6 +3,7 @@ package redlock
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -77,23 +78,30 @@ func (m MasterOptions) node(c redis.UniversalClient) Node {
 //
 // Other query parameters are go-redis's for that kind. A plain URL with
 // master_name or addr parameters is refused: one URL names one master, and
-// the scheme says which kind.
+// the scheme says which kind. Every host, addr= parameters included, needs
+// its port: go-redis would take 6379 for one left out (for a Sentinel too),
+// and a typo must not quietly move a lock to another server.
 //
 // Unless the URL says otherwise, the options turn go-redis's own retries off
 // (MaxRetries -1, DialerRetries 1; a cluster still follows MOVED and ASK
 // redirects) and make the client respect context deadlines, so that the
 // per-node timeout is the only bound that matters and a dead master fails at
-// once. Errors are [*ConfigError]s that name the URL with its passwords
-// replaced by "xxxxx" (see [RedactURL]).
+// once. Errors are [*ConfigError]s that quote the URL as given, with its
+// passwords replaced by "xxxxx" (see [RedactURL]).
 func ParseMaster(rawURL string) (MasterOptions, error) {
 	s := strings.TrimSpace(rawURL)
 	if s == "" {
 		return MasterOptions{}, configErr("master URL", "empty; want %s, %s or %s", wantPlainURL, wantSentinelURL, wantClusterURL)
 	}
+	// Errors quote the URL as given, never as rewritten here.
+	shown := RedactURL(s)
 	if !strings.Contains(s, "://") {
+		if i := strings.IndexByte(s, '/'); i > 0 && isScheme(strings.TrimSuffix(s[:i], ":")) && !strings.Contains(s[:i], ".") {
+			// redis//h:1 or redis:/h:1: a scheme without its "://".
+			return MasterOptions{}, urlErr(shown, "a URL's scheme is followed by \"://\"; want %s", wantPlainURL)
+		}
 		s = "redis://" + s
 	}
-	shown := RedactURL(s)
 	u, err := checkURL(s, shown)
 	if err != nil {
 		return MasterOptions{}, err
@@ -101,11 +109,14 @@ func ParseMaster(rawURL string) (MasterOptions, error) {
 	base, kind, _ := strings.Cut(u.Scheme, "+")
 	if kind != "" {
 		if base != "redis" && base != "rediss" || kind != "sentinel" && kind != "cluster" {
-			return MasterOptions{}, configErr("master URL", "%s: unknown scheme %s; want %s, %s (or rediss+sentinel:// for TLS) or %s (or rediss+cluster://)",
-				shown, u.Scheme, wantPlainURL, wantSentinelURL, wantClusterURL)
+			return MasterOptions{}, urlErr(shown, "unknown scheme %s; want %s, %s (or rediss+sentinel:// for TLS) or %s (or rediss+cluster://)",
+				u.Scheme, wantPlainURL, wantSentinelURL, wantClusterURL)
 		}
 		// go-redis's parsers read the scheme without the kind.
 		s = base + s[strings.Index(s, "://"):]
+	}
+	if err := checkPorts(u, kind, shown); err != nil {
+		return MasterOptions{}, err
 	}
 	switch kind {
 	case "sentinel":
@@ -135,10 +146,44 @@ func ParseMasterURL(rawURL string) (*redis.Options, error) {
 		if m.Cluster != nil {
 			kind, typ = "a Redis Cluster", "redis.ClusterOptions"
 		}
-		return nil, configErr("master URL", "%s names %s, whose options are %s, not redis.Options: use ParseMaster",
-			RedactURL(strings.TrimSpace(rawURL)), kind, typ)
+		return nil, urlErr(RedactURL(strings.TrimSpace(rawURL)), "names %s, whose options are %s, not redis.Options: use ParseMaster", kind, typ)
 	}
 	return m.Client, nil
+}
+
+// urlErr is the *ConfigError of the master URL shown (as given, without
+// its passwords): what is wrong with it.
+func urlErr(shown, format string, args ...any) error {
+	return configErr("master URL", "%q: %s", shown, fmt.Sprintf(format, args...))
+}
+
+// checkPorts refuses a URL (parsed as u, shown as shown, of kind "", "sentinel"
+// or "cluster") that names a server without its port: go-redis would take
+// 6379, also for a Sentinel, and a lock's masters are not to be guessed. A
+// unix socket has no port.
+func checkPorts(u *url.URL, kind, shown string) error {
+	if u.Scheme == "unix" {
+		return nil
+	}
+	if u.Host == "" {
+		return urlErr(shown, "no host; want host:port")
+	}
+	hosts := []string{u.Host}
+	if kind != "" {
+		for _, a := range u.Query()["addr"] {
+			hosts = append(hosts, "addr="+a)
+		}
+	}
+	for _, h := range hosts {
+		if _, port, err := net.SplitHostPort(strings.TrimPrefix(h, "addr=")); err != nil || port == "" {
+			def := "Redis listens on 6379 by default"
+			if kind == "sentinel" {
+				def = "Sentinel listens on 26379 by default, Redis on 6379"
+			}
+			return urlErr(shown, "%s has no port; write host:port (%s): a master's port is never guessed", h, def)
+		}
+	}
+	return nil
 }
 
 // checkURL parses s, a master URL shown as shown, and refuses one whose
@@ -161,9 +206,9 @@ func checkURL(s, shown string) (*url.URL, error) {
 		if hasPassword(s) {
 			// url's messages quote the part they choke on, which may be the
 			// password: say what usually causes it instead.
-			return nil, configErr("master URL", "%s is not a valid URL; percent-encode special characters in the password (@ as %%40, / as %%2F, # as %%23, : as %%3A)", shown)
+			return nil, urlErr(shown, "not a valid URL; percent-encode special characters in the password (@ as %%40, / as %%2F, # as %%23, : as %%3A)")
 		}
-		return nil, configErr("master URL", "%s is not a valid URL: %v", shown, err)
+		return nil, urlErr(shown, "not a valid URL: %v", err)
 	}
 	return u, nil
 }
@@ -174,14 +219,14 @@ func parsePlainURL(s, shown string, u *url.URL) (*redis.Options, error) {
 	q := u.Query()
 	switch {
 	case q.Has("master_name"):
-		return nil, configErr("master URL", "%s: master_name is a Sentinel parameter; for a master that Sentinel watches, want %s", shown, wantSentinelURL)
+		return nil, urlErr(shown, "master_name is a Sentinel parameter; for a master that Sentinel watches, want %s", wantSentinelURL)
 	case q.Has("addr"):
-		return nil, configErr("master URL", "%s: addr names more servers, but one URL names one master; for a Redis Cluster want %s, for a master that Sentinel watches %s",
-			shown, wantClusterURL, wantSentinelURL)
+		return nil, urlErr(shown, "addr names more servers, but one URL names one master; for a Redis Cluster want %s, for a master that Sentinel watches %s",
+			wantClusterURL, wantSentinelURL)
 	}
 	o, err := redis.ParseURL(s)
 	if err != nil {
-		return nil, configErr("master URL", "%s: %s; want %s", shown, urlProblem(s, err, redis.ParseURL), wantPlainURL)
+		return nil, urlErr(shown, "%s; want %s", urlProblem(s, err, redis.ParseURL), wantPlainURL)
 	}
 	failFast(&o.MaxRetries, &o.DialerRetries, &o.DialTimeout, &o.ContextTimeoutEnabled)
 	return o, nil
@@ -192,13 +237,13 @@ func parsePlainURL(s, shown string, u *url.URL) (*redis.Options, error) {
 func parseSentinelURL(s, shown string) (*redis.FailoverOptions, error) {
 	o, err := redis.ParseFailoverURL(s)
 	if err != nil {
-		return nil, configErr("master URL", "%s: %s; want %s", shown, urlProblem(s, err, redis.ParseFailoverURL), wantSentinelURL)
+		return nil, urlErr(shown, "%s; want %s", urlProblem(s, err, redis.ParseFailoverURL), wantSentinelURL)
 	}
 	switch {
 	case o.MasterName == "":
-		return nil, configErr("master URL", "%s: no master_name: Sentinel watches masters by name; want %s", shown, wantSentinelURL)
+		return nil, urlErr(shown, "no master_name: Sentinel watches masters by name; want %s", wantSentinelURL)
 	case o.RouteByLatency || o.RouteRandomly || o.ReplicaOnly:
-		return nil, configErr("master URL", "%s: route_by_latency, route_randomly and replica_only send commands to replicas, but a lock is taken on the primary; drop them", shown)
+		return nil, urlErr(shown, "route_by_latency, route_randomly and replica_only send commands to replicas, but a lock is taken on the primary; drop them")
 	}
 	failFast(&o.MaxRetries, &o.DialerRetries, &o.DialTimeout, &o.ContextTimeoutEnabled)
 	return o, nil
@@ -208,11 +253,11 @@ func parseSentinelURL(s, shown string) (*redis.FailoverOptions, error) {
 // as shown, parsed as u), its scheme redis:// or rediss://.
 func parseClusterURL(s, shown string, u *url.URL) (*redis.ClusterOptions, error) {
 	if p := strings.Trim(u.Path, "/"); p != "" && p != "0" {
-		return nil, configErr("master URL", "%s: a Redis Cluster has database 0 only; want %s", shown, wantClusterURL)
+		return nil, urlErr(shown, "a Redis Cluster has database 0 only; want %s", wantClusterURL)
 	}
 	o, err := redis.ParseClusterURL(s)
 	if err != nil {
-		return nil, configErr("master URL", "%s: %s; want %s", shown, urlProblem(s, err, redis.ParseClusterURL), wantClusterURL)
+		return nil, urlErr(shown, "%s; want %s", urlProblem(s, err, redis.ParseClusterURL), wantClusterURL)
 	}
 	failFast(&o.MaxRetries, &o.DialerRetries, &o.DialTimeout, &o.ContextTimeoutEnabled)
 	return o, nil
@@ -256,7 +301,7 @@ func NewFromURLs(urls []string, opts ...Option) (*Redlock, error) {
 		}
 		optsOf[i] = o
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := joinLine(errs...); err != nil {
 		return nil, err
 	}
 	cs := make([]redis.UniversalClient, len(urls))

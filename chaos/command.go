@@ -15,47 +15,50 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock/redlock/chaos/cluster"
+	"github.com/redlock/redlock/internal/cliflag"
 )
 
 // Command is "redlock chaos": it parses args (the flags after "chaos"),
-// runs the scenarios on masters of its own, prints a table per scenario to
-// stdout (and a live progress line when stdout is a terminal), and returns
-// the exit status: 0 when every verdict was the expected one, 1 when one
-// was not, 2 for bad flags or a run that could not be made (ctx cancelled
-// included). Every container and process it started is removed before it
-// returns.
+// runs the scenarios on masters of its own, prints a line per scenario and
+// a table to stdout (and a live progress line when stdout is a terminal),
+// and returns the exit status: 0 when every verdict was the expected one
+// (and for -h, whose help goes to stdout), 1 when one was not, 2 for bad
+// flags or a run that could not be made (ctx cancelled included). Every
+// container and process it started is removed before it returns.
 func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "writer" {
 		// The process clients' critical section, run by redlock exec.
 		return runWriter(args[1:], stderr)
 	}
 	fs := flag.NewFlagSet("redlock chaos", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	backend := fs.String("backend", "", "docker or process (default: docker when an engine answers, else process)")
-	scenario := fs.String("scenario", "all", "scenario names, comma-separated, or all: "+strings.Join(ScenarioNames(), ", "))
-	nodes := fs.Int("nodes", DefaultNodes, "Redis masters")
-	clients := fs.Int("clients", DefaultClients, "contending clients")
-	keys := fs.Int("keys", DefaultKeys, "keys they contend on")
-	adapter := fs.String("adapter", AdapterGoRedis, "the clients' Redis client: go-redis, rueidis (redlockrueidis), or mixed: client i uses go-redis when i is even, rueidis when odd, on the same locks (client processes use go-redis)")
-	duration := fs.Duration("duration", DefaultDuration, "workload time per scenario (scenarios that need a few TTLs more take them)")
-	ttl := fs.Duration("ttl", DefaultTTL, "lock TTL of the workload")
+	fs.SetOutput(io.Discard)
+	backend := fs.String("backend", "", "where the masters run, `NAME` docker (containers) or process (local processes); default: docker when an engine answers, else process")
+	scenario := fs.String("scenario", "all", "`NAMES` of scenarios, comma-separated, or all: "+strings.Join(ScenarioNames(), ", "))
+	nodes := fs.Int("nodes", DefaultNodes, "`N` Redis masters")
+	clients := fs.Int("clients", DefaultClients, "`N` contending clients")
+	keys := fs.Int("keys", DefaultKeys, "`N` keys they contend on")
+	adapter := fs.String("adapter", AdapterGoRedis, "the clients' Redis `CLIENT`: go-redis, rueidis (redlockrueidis), or mixed: client i uses go-redis when i is even, rueidis when odd, on the same locks (client processes use go-redis)")
+	duration := cliflag.Duration(fs, "duration", DefaultDuration, "workload time per scenario (scenarios that need a few TTLs more take them)")
+	ttl := cliflag.Duration(fs, "ttl", DefaultTTL, "lock TTL of the workload")
 	soak := fs.Bool("soak", false, "run every safe scenario until it has acquired --soak-min locks, on both backends unless --backend is given")
-	soakMin := fs.Int("soak-min", DefaultSoak, "acquisitions per scenario in a soak")
-	jsonFile := fs.String("json", "", "also write the full report, with every fault, as JSON to this file, and a timeline picture per scenario next to it (FILE without .json, then .SCENARIO.svg)")
+	soakMin := fs.Int("soak-min", DefaultSoak, "`N` acquisitions per scenario in a soak")
+	jsonFile := fs.String("json", "", "also write the full report, with every fault, as JSON to `FILE`, and a timeline picture per scenario next to it (FILE without .json, then .SCENARIO.svg)")
 	png := fs.Bool("png", false, "with --json, also write each timeline as PNG (.SCENARIO.png; needs rsvg-convert, from Debian's librsvg2-bin)")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: redlock chaos [flags]\n\nRuns Redlock against real masters while killing, pausing, partitioning and\nrestarting them, and checks the history for overlapping holders and stale writes.\n\n")
-		fs.PrintDefaults()
+	wide := fs.Bool("wide", false, "print every column of the table (about 190 columns wide): also GAP, EXTENDED, p50, p99, PORCUPINE and the outcome in words")
+	usage := func(w io.Writer) {
+		fmt.Fprint(w, "Usage: redlock chaos [flags]\n\nRuns Redlock against real masters while killing, pausing, partitioning and\nrestarting them, and checks the history for overlapping holders and stale\nwrites. Exit status: 0 when every scenario's verdict was the expected one, 1\nwhen one was not, 2 for bad flags or a run that could not be made.\n\nFlags:\n")
+		cliflag.PrintDefaults(w, fs)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout)
 			return 0
 		}
+		fmt.Fprintf(stderr, "redlock chaos: %v\nRun 'redlock chaos -h' for usage.\n", cliflag.Error(err))
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "redlock chaos: unexpected arguments %q\n", fs.Args())
-		fs.Usage()
+		fmt.Fprintf(stderr, "redlock chaos: unexpected arguments %q; flags only\nRun 'redlock chaos -h' for usage.\n", fs.Args())
 		return 2
 	}
 	if *png {
@@ -108,15 +111,15 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	live := isTerminal(stdout)
 	if live {
 		cfg.Progress = func(p Progress) {
-			fmt.Fprintf(stdout, "\r\033[K[%d/%d] %s %v/%v: %d/%d acquired, %d faults",
-				p.Index, p.Total, p.Scenario, p.Elapsed.Round(100*time.Millisecond), p.Duration, p.Acquired, p.Attempts, p.Faults)
+			fmt.Fprintf(stdout, "\r\033[K[%d/%d] %s %v/%v: %d of %d acquire calls got the lock, %s",
+				p.Index, p.Total, p.Scenario, p.Elapsed.Round(100*time.Millisecond), p.Duration, p.Acquired, p.Attempts, plural(p.Faults, "fault"))
 		}
 	}
 	cfg.Finished = func(index, total int, s ScenarioReport) {
 		if live {
 			fmt.Fprint(stdout, "\r\033[K")
 		}
-		fmt.Fprintln(stdout, s.progressLine(index, total))
+		writeWrapped(stdout, "", "    ", s.progressLine(index, total))
 	}
 	var bad []string
 	for _, b := range backends {
@@ -125,7 +128,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if file != "" && len(backends) > 1 {
 			file = strings.TrimSuffix(file, ".json") + "." + b + ".json"
 		}
-		rep, code := runReport(ctx, cfg, file, *png, live, stdout, stderr)
+		rep, code := runReport(ctx, cfg, file, *png, *wide, live, stdout, stderr)
 		if code != 0 {
 			return code
 		}
@@ -138,10 +141,10 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// runReport runs cfg, prints the table, writes the JSON report and the
+// runReport runs cfg, prints the table (every column when wide), writes the JSON report and the
 // timelines to jsonFile when it is not empty, and returns the report and
 // 0, or 2 when the run or the writing failed.
-func runReport(ctx context.Context, cfg Config, jsonFile string, png, live bool, stdout, stderr io.Writer) (Report, int) {
+func runReport(ctx context.Context, cfg Config, jsonFile string, png, wide, live bool, stdout, stderr io.Writer) (Report, int) {
 	start := time.Now()
 	rep, err := Run(ctx, cfg)
 	if live {
@@ -149,7 +152,11 @@ func runReport(ctx context.Context, cfg Config, jsonFile string, png, live bool,
 	}
 	if len(rep.Scenarios) > 0 {
 		fmt.Fprintln(stdout)
-		if werr := rep.WriteTable(stdout); werr != nil {
+		write := rep.WriteTable
+		if wide {
+			write = rep.WriteWideTable
+		}
+		if werr := write(stdout); werr != nil {
 			fmt.Fprintf(stderr, "redlock chaos: %v\n", werr)
 		}
 		fmt.Fprintf(stdout, "%d scenarios in %v\n", len(rep.Scenarios), time.Since(start).Round(time.Second))

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/redlock/redlock"
+	"github.com/redlock/redlock/internal/cliflag"
 )
 
 // execArgs is what the exec command was asked to do.
@@ -30,9 +31,9 @@ func cmdExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("exec")
 	masters := fs.String("masters", "", "")
 	var a execArgs
-	fs.DurationVar(&a.ttl, "ttl", 30*time.Second, "")
-	fs.DurationVar(&a.wait, "wait", 0, "")
-	fs.DurationVar(&a.grace, "grace", 10*time.Second, "")
+	cliflag.DurationVar(fs, &a.ttl, "ttl", 30*time.Second, "")
+	cliflag.DurationVar(fs, &a.wait, "wait", 0, "")
+	cliflag.DurationVar(fs, &a.grace, "grace", 10*time.Second, "")
 	fs.BoolVar(&a.fencing, "fencing", false, "")
 	fs.StringVar(&a.owner, "owner", "", "")
 	fs.BoolVar(&a.verbose, "verbose", false, "")
@@ -40,7 +41,9 @@ func cmdExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if status, done := parseFlags(fs, args, execUsage, stdout, stderr); done {
 		return status
 	}
-	err := a.check(fs.Args())
+	// "--" right before the arguments ended the flags: no NAME came first.
+	n := len(args) - fs.NArg()
+	err := a.check(fs.Args(), n > 0 && args[n-1] == "--")
 	if err == nil {
 		a.gate, err = restartGate(*gate)
 	}
@@ -55,10 +58,12 @@ func cmdExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if a.fencing {
 		opts = append(opts, redlock.WithFencing())
 	}
+	notice := &downNotice{name: a.name, w: stderr}
 	if a.verbose {
 		log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		opts = append(opts, redlock.WithObserver(redlock.NewSlogObserver(log)))
+		notice.next = redlock.NewSlogObserver(log)
 	}
+	opts = append(opts, redlock.WithObserver(notice))
 	rl, err := redlock.NewFromURLs(a.masters, opts...)
 	if err != nil {
 		return usageFail(stderr, "exec", flagError(err))
@@ -86,11 +91,13 @@ func cmdExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if lock == nil {
 		return status
 	}
+	notice.holding()
 	return runLocked(lock, &a, sigs, stdout, stderr)
 }
 
-// check reads NAME -- COMMAND [ARG...] and checks the flags' values.
-func (a *execArgs) check(rest []string) error {
+// check reads NAME -- COMMAND [ARG...] and checks the flags' values;
+// dashed: a "--" ended the flags just before rest.
+func (a *execArgs) check(rest []string, dashed bool) error {
 	switch {
 	case a.ttl <= 0:
 		return usagef("--ttl must be positive, got %v", a.ttl)
@@ -100,8 +107,8 @@ func (a *execArgs) check(rest []string) error {
 		return usagef("--grace must not be negative, got %v", a.grace)
 	case len(rest) == 0:
 		return usagef("missing NAME -- COMMAND")
-	case rest[0] == "" || rest[0] == "--":
-		return usagef("missing NAME before -- COMMAND")
+	case rest[0] == "" || rest[0] == "--" || dashed && (len(rest) < 2 || rest[1] != "--"):
+		return usagef("missing NAME before -- COMMAND; want redlock exec [flags] NAME -- COMMAND [ARG...]")
 	case len(rest) == 1 || rest[1] != "--":
 		if len(rest) > 1 && len(rest[1]) > 1 && rest[1][0] == '-' {
 			return usagef("want -- after NAME %q, got %q; flags go before NAME", rest[0], rest[1])
@@ -136,9 +143,12 @@ func restartGate(flag string) (time.Duration, error) {
 	if v == "" {
 		return 0, nil
 	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return 0, usagef("%s must be a duration such as 1m (0 for none), got %q", from, v)
+	d, err := cliflag.ParseDuration(v)
+	if err == nil && d < 0 {
+		err = fmt.Errorf("negative")
+	}
+	if err != nil {
+		return 0, usagef("%s must be a duration such as 1m (0 for none), got %q: %v", from, v, err)
 	}
 	return d, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -191,5 +192,49 @@ func TestExecForwardsSignals(t *testing.T) {
 	wantCode(t, r, 5)
 	if !strings.Contains(r.stdout, "got HUP") {
 		t.Errorf("the command did not see SIGHUP: %v", r)
+	}
+}
+
+// deadAddr returns a loopback address where nothing listens.
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// A master that is down is reported on stderr, in one line, without
+// --verbose, when the command ran on the others.
+func TestExecReportsDownMaster(t *testing.T) {
+	t.Parallel()
+	dead := deadAddr(t)
+	list := strings.Join(append(masters.Addrs()[:2], dead), ",")
+	r := runCLI(t, list, "exec", lockName(t), "--", "true")
+	wantCode(t, r, 0)
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "1 of 3 masters failed") || !strings.Contains(lines[0], dead+"/0 failed: ") {
+		t.Errorf("want one line on stderr naming master %s as failed, got %v", dead, r)
+	}
+	if r := runCLI(t, shared(), "exec", lockName(t), "--", "true"); r.stderr != "" {
+		t.Errorf("with every master up, want nothing on stderr, got %v", r)
+	}
+}
+
+// exec --wait with every master down gives up within 50 ms of the bound,
+// beyond what a run that gives up at once takes (starting the process).
+func TestExecWaitBound(t *testing.T) {
+	t.Parallel()
+	list := strings.Join([]string{deadAddr(t), deadAddr(t), deadAddr(t)}, ",")
+	start := runCLI(t, list, "exec", "--wait", "0", lockName(t), "--", "true")
+	wantCode(t, start, exitUnavailable)
+	const wait = 500 * time.Millisecond
+	r := runCLI(t, list, "exec", "--wait", wait.String(), lockName(t), "--", "true")
+	wantCode(t, r, exitUnavailable)
+	t.Logf("took %v, at once %v", r.took, start.took)
+	if over := r.took - wait - start.took; over > 50*time.Millisecond {
+		t.Errorf("--wait %v took %v, %v more than the bound and a run that gives up at once (%v)", wait, r.took, over, start.took)
 	}
 }

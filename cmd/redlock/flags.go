@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/redlock/redlock/internal/cliflag"
 )
 
 // usageError is bad input from the command line: what was wrong and what
@@ -29,7 +31,7 @@ func newFlagSet(name string) *flag.FlagSet {
 
 // parseFlags parses args into fs. It returns done = true with the exit
 // status when the caller should stop: after printing help for -h, or a usage
-// error.
+// error (which names flags --name, as the help does).
 func parseFlags(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (status int, done bool) {
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -37,7 +39,7 @@ func parseFlags(fs *flag.FlagSet, args []string, usage string, stdout, stderr io
 		return exitOK, true
 	}
 	if err != nil {
-		return usageFail(stderr, fs.Name(), err), true
+		return usageFail(stderr, fs.Name(), cliflag.Error(err)), true
 	}
 	return 0, false
 }

@@ -64,6 +64,8 @@ Usage:
                                                  overlaps and stale writes (exit 1: a verdict
                                                  other than expected)
   redlock help [COMMAND]                         show this help, or a command's
+  redlock --version                              show the version: the module's, or
+                                                 (devel) for a build from a clone
 
 ` + mastersHelp + `
 ` + exitStatuses
@@ -108,7 +110,8 @@ Flags:
                    before SIGKILL (default 10s)
   --fencing        take a fencing token and pass it in REDLOCK_FENCE
   --verbose        log each acquire attempt, renewal and release, and each
-                   master that failed, to stderr
+                   master that failed, to stderr (without it, masters that
+                   failed while the lock was held are one line on stderr)
   --owner ID       hold the lock as owner ID, passed on in REDLOCK_OWNER
                    (default $REDLOCK_OWNER, else a new UUID)
   --restart-gate DURATION

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
@@ -50,6 +51,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	case "help", "-h", "-help", "--help":
 		return cmdHelp(rest, stdout, stderr)
+	case "--version", "-version", "version":
+		fmt.Fprintln(stdout, version(debug.ReadBuildInfo()))
+		return exitOK
 	default:
 		fmt.Fprintf(stderr, "redlock: unknown command %q\n\n%s", cmd, mainUsage)
 		return exitUsage

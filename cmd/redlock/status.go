@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/redlock/redlock"
+	"github.com/redlock/redlock/internal/cliflag"
 )
 
 // masterState is what one master says about a key.
@@ -29,7 +30,7 @@ type masterState struct {
 func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("status")
 	masters := fs.String("masters", "", "")
-	timeout := fs.Duration("timeout", time.Second, "")
+	timeout := cliflag.Duration(fs, "timeout", time.Second, "")
 	asJSON := fs.Bool("json", false, "")
 	if status, done := parseFlags(fs, args, statusUsage, stdout, stderr); done {
 		return status
