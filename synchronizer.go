@@ -62,6 +62,8 @@ func (r *Redlock) kindConfig(name string, k lockKind, opts []Option) (cfg config
 // unsent.
 func kindArgs(a []any, q *request, key, value, ms any) []any {
 	switch q.Kind {
+	case kindPermit:
+		return permitArgs(a, q, key, value, ms)
 	}
 	return a
 }
@@ -70,6 +72,8 @@ func kindArgs(a []any, q *request, key, value, ms any) []any {
 // than a mutex, into q (OK, Fence, Woke, Err, and what the kind keeps).
 func kindDecode(q *request, v any, err error) {
 	switch {
+	case q.Kind == kindPermit:
+		permitDecode(q, v, err)
 	case q.Op == reqRelease:
 		q.OK, q.Woke, q.Err = released(v, err)
 	default:
