@@ -189,10 +189,15 @@ var (
 	semReleaseLua string
 	//go:embed lua/sem_fence.lua
 	semFenceLua string
+	//go:embed lua/sem_free.lua
+	semFreeLua string
 
 	semAcquireSrc any = script(fenceLua, semLua, semAcquireLua)
 	semExtendSrc  any = script(semLua, semExtendLua)
-	semReleaseSrc any = script(semLua, semReleaseLua)
+	semReleaseSrc any = script(handonLua, semLua, semReleaseLua)
+	// A waiting call's registrations go through handoff.lua, the one
+	// script that queues calls, with sem_free.lua's v: is a permit free.
+	semHandoffSrc any = script(handonLua, gateLua, semLua, semFreeLua, handoffLua)
 	semFenceSrc   any = script(semLua, semFenceLua)
 
 	gatedSemAcquireSrc any = script(gateLua, gatedLua, fenceLua, semLua, semAcquireLua)
@@ -201,7 +206,7 @@ var (
 )
 
 // permitArgs appends the command of q, a permit's request; nothing for
-// one it cannot encode (a waiting call's registration: see handoff).
+// one it cannot encode.
 func permitArgs(a []any, q *request, key, value, ms any) []any {
 	slot, permits := int64(q.Slot), strconv.Itoa(int(q.Permits))
 	gate := gated(q)
@@ -219,10 +224,14 @@ func permitArgs(a []any, q *request, key, value, ms any) []any {
 	case reqExtend:
 		a = append(a, "eval", pick(semExtendSrc, gatedSemExtendSrc), int64(1), key, value, slot, ms, bit(q.Repair), permits)
 	case reqRelease:
-		if q.Hand != "" || q.Value == "" {
-			return a
+		wk, waiter := q.releaseArgs()
+		switch {
+		case q.Hand != "" && q.Value == "": // a waiting call's (un)registration
+			return append(a, "eval", semHandoffSrc, int64(2), key, wk, value, waiter, q.Place, q.Hand, int64(q.Reg), int64(0), bit(q.Behind), q.Queued, gateArg(q), bit(q.Back), bit(q.Yield))
+		case q.Hand == "" && q.Value != "":
+			return append(a, "eval", semReleaseSrc, int64(2), key, wk, value, slot, waiter, bit(q.rollback))
 		}
-		return append(a, "eval", semReleaseSrc, int64(1), key, value, slot)
+		return a
 	default:
 		return a
 	}
@@ -269,6 +278,8 @@ func permitDecode(q *request, v any, err error) {
 				q.Fence = n
 			}
 		}
+	case reqRelease:
+		q.OK, q.Woke, q.Err = released(v, nil)
 	default:
 		q.OK, q.Err = flag(v, nil)
 	}

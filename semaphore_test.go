@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock/redlock"
+	"github.com/redlock/redlock/internal/redistest"
 )
 
 // cutNode is a master a client cannot reach: every command fails at once,
@@ -401,6 +402,105 @@ func TestSemaphoreFencing(t *testing.T) {
 		last = l.Fence()
 		if err := l.Unlock(ctx); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestSemaphoreWakeUp: a permit given back in one process wakes an
+// Acquire waiting in another at once, through the masters' queue of
+// waiting calls, not by polling: the waiter's backoff is seconds long,
+// and while it waits it sends next to nothing (counted on the masters,
+// INFO commandstats).
+func TestSemaphoreWakeUp(t *testing.T) {
+	c := redistest.StartT(t, 3, redistest.Options{})
+	cs := clients(t, c.Addrs())
+	name := testKey(t)
+	ctx := context.Background()
+	holder := newRedlock(t, nodesOf(t, cs)).Semaphore(name, 2)
+	var ls []*redlock.Lock
+	for range 2 {
+		l, err := holder.TryAcquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
+	waiter := newRedlock(t, nodesOf(t, clients(t, c.Addrs())), redlock.WithBackoff(5*time.Second, 10*time.Second))
+	got := make(chan error, 1)
+	var at time.Time
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, 8*time.Second)
+		defer cancel()
+		l, err := waiter.Semaphore(name, 2).Acquire(ctx)
+		at = time.Now()
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		got <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // the waiter's first attempt and its registration
+	before, err := redistest.Calls(ctx, cs, "eval")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	after, err := redistest.Calls(ctx, cs, "eval")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := after - before; n > 0 {
+		t.Errorf("the waiting Acquire sent %d scripts in 1s while it waited; want none: it waits for a wake-up", n)
+	}
+	released := time.Now()
+	if err := ls[0].Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("Acquire after a permit came back: %v", err)
+	}
+	if d := at.Sub(released); d > time.Second {
+		t.Errorf("Acquire got the permit %v after it came back; want a wake-up, well before its 5s backoff", d)
+	}
+	ls[1].Unlock(ctx)
+}
+
+// TestSemaphoreFair: clients in processes of their own that cycle through
+// the permits (take one, use it briefly, give it back, take one again)
+// starve no waiting client: each gets a permit in turn.
+func TestSemaphoreFair(t *testing.T) {
+	const clientsN, permits, window = 5, 2, 3 * time.Second
+	c := redistest.StartT(t, 3, redistest.Options{})
+	name := testKey(t)
+	ctx, cancel := context.WithTimeout(context.Background(), window)
+	defer cancel()
+	var mu sync.Mutex
+	got := make([]int, clientsN)
+	var wg sync.WaitGroup
+	for i := range clientsN {
+		s := newRedlock(t, nodesOf(t, clients(t, c.Addrs())), redlock.WithBackoff(200*time.Millisecond, 400*time.Millisecond)).Semaphore(name, permits)
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				l, err := s.Acquire(ctx, redlock.WithTTL(2*time.Second))
+				if err != nil {
+					continue
+				}
+				mu.Lock()
+				got[i]++
+				mu.Unlock()
+				time.Sleep(20 * time.Millisecond)
+				_ = l.Unlock(context.Background())
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("permits taken per client in %v: %v", window, got)
+	total := 0
+	for _, n := range got {
+		total += n
+	}
+	for i, n := range got {
+		if n < total/clientsN/4 {
+			t.Errorf("client %d took %d permits of %d in %v; want at least a quarter of its share: %v", i, n, total, window, got)
 		}
 	}
 }

@@ -1,6 +1,6 @@
 -- sem: a Semaphore's permits on this master, written once. protocol.go puts
 -- this file in front of every permit script (sem_acquire.lua,
--- sem_extend.lua, sem_release.lua, and raise_fence.lua for a permit).
+-- sem_extend.lua, sem_fence.lua, sem_release.lua, sem_free.lua).
 --
 -- KEYS[1] is the semaphore's hash (sem:{name}): field 'L' the limit its
 -- holders were given, and for each permit slot s in [0, L) held here,
@@ -11,6 +11,8 @@
 -- the slot: ARGV[1], ARGV[2].
 --
 -- holder(s) is slot s's live holder, or nil. live() counts live holders.
+-- The scripts that compare a slot's holder with theirs read it first:
+-- local v = holder(s).
 local k, s = KEYS[1], ARGV[2]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -43,4 +45,3 @@ local function hold(ttl)
     redis.call('PEXPIRE', k, ttl)
   end
 end
-local v = holder(s)

@@ -10,6 +10,7 @@
 --     L. Nothing is written then: a caller with another limit never takes
 --     a slot while a holder of the stored one lives (see "Semaphore" in
 --     docs/internals.md).
+local v = holder(s)
 local L = redis.pcall('HGET', k, 'L')
 if type(L) == 'table' then
   return L

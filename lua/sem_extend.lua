@@ -2,6 +2,7 @@
 -- still held by ARGV[1], hold it ARGV[3] ms from now. A renew (ARGV[4]
 -- '1', see extend.lua) also takes the slot where it is free and the hash
 -- holds no live holder of another limit than ARGV[5]. Returns 1 or 0.
+local v = holder(s)
 if v == ARGV[1] then
   hold(ARGV[3])
   return 1

@@ -3,6 +3,7 @@
 -- least the candidate token ARGV[3], as raise_fence.lua does for a mutex
 -- (and for the same reasons writes it even when it is higher already).
 -- Returns 1 when confirmed, 0 when the slot is no longer this holder's.
+local v = holder(s)
 if v ~= ARGV[1] then
   return 0
 end
