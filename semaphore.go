@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // MaxPermits is the most permits a [Semaphore] has.
@@ -40,6 +41,9 @@ type Semaphore struct {
 	name, key string
 	permits   int
 	err       error // the construction's: every call returns it
+	// slot is where this Semaphore's next call starts its search: the
+	// slot its last call won, or that the masters last said was free.
+	slot atomic.Uint32
 }
 
 // Semaphore returns the semaphore of permits permits named key. A name
@@ -69,7 +73,9 @@ func (s *Semaphore) Acquire(ctx context.Context, opts ...Option) (*Lock, error) 
 	if err != nil {
 		return nil, err
 	}
-	return s.r.lock(ctx, CallAcquire, s.name, s.key, &cfg)
+	l, err := s.r.lock(ctx, CallAcquire, s.name, s.key, &cfg)
+	s.slot.Store(uint32(cfg.slot))
+	return l, err
 }
 
 // TryAcquire makes one attempt to take a permit: the error wraps
@@ -81,7 +87,9 @@ func (s *Semaphore) TryAcquire(ctx context.Context, opts ...Option) (*Lock, erro
 	if err != nil {
 		return nil, err
 	}
-	return s.r.tryLock(ctx, CallTryAcquire, s.name, s.key, &cfg)
+	l, err := s.r.tryLock(ctx, CallTryAcquire, s.name, s.key, &cfg)
+	s.slot.Store(uint32(cfg.slot))
+	return l, err
 }
 
 // config is a call's configuration.
@@ -100,7 +108,7 @@ func (s *Semaphore) config(opts []Option) (config, error) {
 		return cfg, configErr("WithOwner", "a Semaphore's permit cannot nest: an owner applies to Lock, TryLock and Do only")
 	}
 	cfg.permits = uint8(s.permits)
-	cfg.slot = 0
+	cfg.slot = uint8(s.slot.Load() % uint32(s.permits))
 	return cfg, nil
 }
 
