@@ -305,3 +305,9 @@ func freeSlots(free []any, permits int) (uint64, error) {
 	}
 	return m, nil
 }
+
+// SemaphoreKey is the key on each master of the [Semaphore] named name: a
+// hash of its stored limit (field L) and of each held slot s's holder
+// (v<s>) and end in ms of the master's clock (e<s>), in name's hash slot.
+// For tools that inspect the masters, such as redlock status.
+func SemaphoreKey(name string) string { return kindPermit.base(name) }

@@ -23,6 +23,7 @@ type execArgs struct {
 	gate             time.Duration // --restart-gate, $REDLOCK_RESTART_GATE; 0: off
 	fencing, verbose bool
 	owner            string // --owner, $REDLOCK_OWNER, or a new UUID
+	permits          int    // --permits: take one of a Semaphore's permits; 0: the lock
 	name             string
 	command          []string
 }
@@ -38,6 +39,7 @@ func cmdExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&a.owner, "owner", "", "")
 	fs.BoolVar(&a.verbose, "verbose", false, "")
 	gate := fs.String("restart-gate", "", "")
+	fs.IntVar(&a.permits, "permits", 0, "")
 	if status, done := parseFlags(fs, args, execUsage, stdout, stderr); done {
 		return status
 	}
@@ -105,6 +107,10 @@ func (a *execArgs) check(rest []string, dashed bool) error {
 		return usagef("--wait must be 0 (one attempt) or positive, got %v", a.wait)
 	case a.grace < 0:
 		return usagef("--grace must not be negative, got %v", a.grace)
+	case a.permits < 0:
+		return usagef("--permits must be 0 (the lock) or a semaphore's number of permits, got %d", a.permits)
+	case a.permits > 0 && a.owner != "":
+		return usagef("--owner does not apply to --permits: a permit does not nest")
 	case len(rest) == 0:
 		return usagef("missing NAME -- COMMAND")
 	case rest[0] == "" || rest[0] == "--" || dashed && (len(rest) < 2 || rest[1] != "--"):
@@ -120,10 +126,10 @@ func (a *execArgs) check(rest []string, dashed bool) error {
 	// Every exec holds the lock as an owner, which its command inherits:
 	// a redlock exec of the same name under it nests instead of waiting for
 	// its own caller.
-	if a.owner == "" {
+	if a.owner == "" && a.permits == 0 {
 		a.owner = os.Getenv("REDLOCK_OWNER")
 	}
-	if a.owner == "" {
+	if a.owner == "" && a.permits == 0 {
 		a.owner = uuid.NewString()
 	}
 	if len(a.owner) > redlock.MaxOwnerLen {
@@ -162,7 +168,13 @@ func flagError(err error) error {
 			return usagef("--ttl: %s", ce.Reason)
 		case "WithRestartGate":
 			return usagef("--restart-gate: %s", ce.Reason)
+		case "permits":
+			return usagef("--permits: %s", ce.Reason)
 		}
+	}
+	var pe *redlock.PermitsError
+	if errors.As(err, &pe) {
+		return usagef("--permits %d: %v", pe.Permits, err)
 	}
 	return err
 }
@@ -186,9 +198,15 @@ func obtain(ctx context.Context, cancel context.CancelFunc, rl *redlock.Redlock,
 	var lock *redlock.Lock
 	var err error
 	opts := append(keepOptions(), redlock.WithOwner(a.owner))
-	if a.wait == 0 {
+	sem := rl.Semaphore(a.name, a.permits)
+	switch {
+	case a.permits > 0 && a.wait == 0:
+		lock, err = sem.TryAcquire(ctx, keepOptions()...)
+	case a.permits > 0:
+		lock, err = sem.Acquire(ctx, keepOptions()...)
+	case a.wait == 0:
 		lock, err = rl.TryLock(ctx, a.name, opts...)
-	} else {
+	default:
 		lock, err = rl.Lock(ctx, a.name, opts...)
 	}
 	close(stopped)
@@ -216,8 +234,11 @@ func obtain(ctx context.Context, cancel context.CancelFunc, rl *redlock.Redlock,
 		return nil, exitUnavailable
 	default:
 		how := "held elsewhere"
+		if a.permits > 0 {
+			how = fmt.Sprintf("all %d permits held elsewhere", a.permits)
+		}
 		if a.wait > 0 {
-			how = fmt.Sprintf("still held elsewhere after --wait %v", a.wait)
+			how = fmt.Sprintf("still %s after --wait %v", how, a.wait)
 		}
 		fmt.Fprintf(stderr, "redlock exec: lock %q not obtained: %s (%v)\n", a.name, how, err)
 		return nil, exitNotObtained
