@@ -617,7 +617,7 @@ func (l *Lock) release(ctx context.Context, unlock bool, h *handoff) *phase {
 	// none, and it goes in a request of its own just before (handoff.lua,
 	// for a kind other than a mutex as that kind assembles it: kindArgs).
 	reg := &q
-	if l.owner != "" || l.cfg.kind != kindMutex {
+	if (l.owner != "" || l.cfg.kind != kindMutex) && (h != nil || l.h != nil) { // else it carries nothing
 		reg = &request{Op: reqRelease, Kind: l.cfg.kind, Key: l.key, Waiter: q.Waiter, Gate: q.Gate}
 	}
 	switch {

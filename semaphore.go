@@ -199,18 +199,22 @@ var (
 	semFenceLua string
 	//go:embed lua/sem_free.lua
 	semFreeLua string
+	//go:embed lua/sem_hold.lua
+	semHoldLua string
 
-	semAcquireSrc any = script(fenceLua, semLua, semAcquireLua)
-	semExtendSrc  any = script(semLua, semExtendLua)
-	semReleaseSrc any = script(handonLua, semLua, semReleaseLua)
+	// The fence counter's steps only where a token is taken.
+	semAcquireSrc        any = script(semLua, semHoldLua, semAcquireLua)
+	semAcquireFencedSrc  any = script(fenceLua, semLua, semHoldLua, semAcquireLua)
+	semExtendSrc         any = script(semLua, semHoldLua, semExtendLua)
+	semReleaseSrc        any = script(handonLua, semLua, semReleaseLua)
+	semFenceSrc          any = script(semLua, semFenceLua)
+	gatedSemAcquireSrc   any = script(gateLua, gatedLua, semLua, semHoldLua, semAcquireLua)
+	gatedSemAcqFencedSrc any = script(gateLua, gatedLua, fenceLua, semLua, semHoldLua, semAcquireLua)
+	gatedSemExtendSrc    any = script(gateLua, gatedLua, semLua, semHoldLua, semExtendLua)
+	gatedSemFenceSrc     any = script(gateLua, gatedLua, semLua, semFenceLua)
 	// A waiting call's registrations go through handoff.lua, the one
 	// script that queues calls, with sem_free.lua's v: is a permit free.
 	semHandoffSrc any = script(handonLua, gateLua, semLua, semFreeLua, handoffLua)
-	semFenceSrc   any = script(semLua, semFenceLua)
-
-	gatedSemAcquireSrc any = script(gateLua, gatedLua, fenceLua, semLua, semAcquireLua)
-	gatedSemExtendSrc  any = script(gateLua, gatedLua, semLua, semExtendLua)
-	gatedSemFenceSrc   any = script(gateLua, gatedLua, semLua, semFenceLua)
 )
 
 // permitArgs appends the command of q, a permit's request; nothing for
@@ -225,8 +229,10 @@ func permitArgs(a []any, q *request, key, value, ms any) []any {
 		return plain
 	}
 	switch q.Op {
-	case reqAcquire, reqAcquireFenced:
-		a = append(a, "eval", pick(semAcquireSrc, gatedSemAcquireSrc), int64(2), key, FenceKey(q.Key), value, slot, ms, permits, bit(q.Op == reqAcquireFenced))
+	case reqAcquire:
+		a = append(a, "eval", pick(semAcquireSrc, gatedSemAcquireSrc), int64(2), key, FenceKey(q.Key), value, slot, ms, permits, int64(0))
+	case reqAcquireFenced:
+		a = append(a, "eval", pick(semAcquireFencedSrc, gatedSemAcqFencedSrc), int64(2), key, FenceKey(q.Key), value, slot, ms, permits, int64(1))
 	case reqRaiseFence:
 		a = append(a, "eval", pick(semFenceSrc, gatedSemFenceSrc), int64(2), key, FenceKey(q.Key), value, slot, int64(q.Token))
 	case reqExtend:

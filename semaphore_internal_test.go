@@ -61,11 +61,15 @@ if v and v ~= ARGV[1] then
 	case mutantRollback:
 		release = edit(release, "if redis.pcall('HGET', k, 'v' .. s) ~= ARGV[1] then\n", "if ARGV[4] == '1' or redis.pcall('HGET', k, 'v' .. s) ~= ARGV[1] then\n")
 	}
-	a, ga, rl := semAcquireSrc, gatedSemAcquireSrc, semReleaseSrc
-	semAcquireSrc = script(fenceLua, semLua, acquire)
-	gatedSemAcquireSrc = script(gateLua, gatedLua, fenceLua, semLua, acquire)
+	a, af, ga, gaf, rl := semAcquireSrc, semAcquireFencedSrc, gatedSemAcquireSrc, gatedSemAcqFencedSrc, semReleaseSrc
+	semAcquireSrc = script(semLua, semHoldLua, acquire)
+	semAcquireFencedSrc = script(fenceLua, semLua, semHoldLua, acquire)
+	gatedSemAcquireSrc = script(gateLua, gatedLua, semLua, semHoldLua, acquire)
+	gatedSemAcqFencedSrc = script(gateLua, gatedLua, fenceLua, semLua, semHoldLua, acquire)
 	semReleaseSrc = script(handonLua, semLua, release)
-	t.Cleanup(func() { semAcquireSrc, gatedSemAcquireSrc, semReleaseSrc = a, ga, rl })
+	t.Cleanup(func() {
+		semAcquireSrc, semAcquireFencedSrc, gatedSemAcquireSrc, gatedSemAcqFencedSrc, semReleaseSrc = a, af, ga, gaf, rl
+	})
 }
 
 // cutOff is a master a client cannot reach: every command fails at once.
@@ -136,8 +140,14 @@ var semScenarios = map[semMutant]func(t *testing.T) string{
 			t.Fatal("TryAcquire on one master of 3 succeeded")
 		}
 		settle(r)
-		if n, err := cs[0].HLen(context.Background(), kindPermit.base(name)).Result(); err != nil || n != 0 {
-			return fmt.Sprintf("master 0 keeps %d fields of the failed attempt (%v)", n, err)
+		f, err := cs[0].HGetAll(context.Background(), kindPermit.base(name)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range f {
+			if k[0] == 'v' {
+				return fmt.Sprintf("master 0 keeps slot %s = %s of the failed attempt", k[1:], v)
+			}
 		}
 		return ""
 	},

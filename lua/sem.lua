@@ -1,13 +1,14 @@
 -- sem: a Semaphore's permits on this master, written once. protocol.go puts
 -- this file in front of every permit script (sem_acquire.lua,
--- sem_extend.lua, sem_fence.lua, sem_release.lua, sem_free.lua).
+-- sem_extend.lua, sem_fence.lua, sem_release.lua, sem_free.lua); sem_hold.lua
+-- comes after it in those that take or extend a slot.
 --
 -- KEYS[1] is the semaphore's hash (sem:{name}): field 'L' the limit its
 -- holders were given, and for each permit slot s in [0, L) held here,
 -- 'v'..s the holder's value and 'e'..s when its hold ends, in ms of this
 -- master's TIME. A slot whose end has passed is free. The hash's own
--- PEXPIRE is never earlier than its latest hold's end, so it goes with the
--- last hold. Every permit script's ARGV starts with the holder's value and
+-- PEXPIRE is never earlier than its latest hold's end, so it goes at the
+-- end of the last hold (a release leaves it: see sem_release.lua). Every permit script's ARGV starts with the holder's value and
 -- the slot: ARGV[1], ARGV[2].
 --
 -- holder(s) is slot s's live holder, or nil. live() counts live holders.
@@ -37,11 +38,4 @@ local function live()
     end
   end
   return n
-end
--- hold(ttl) makes ARGV[1] slot s's holder for ttl ms from now.
-local function hold(ttl)
-  redis.call('HSET', k, 'v' .. s, ARGV[1], 'e' .. s, now + tonumber(ttl))
-  if redis.call('PTTL', k) < tonumber(ttl) then
-    redis.call('PEXPIRE', k, ttl)
-  end
 end

@@ -38,8 +38,7 @@ if ARGV[5] == '1' then
     return err
   end
 end
-redis.call('HSET', k, 'L', ARGV[4])
-hold(ARGV[3])
+hold(ARGV[3], ARGV[4])
 if ARGV[5] == '1' then
   return raise(KEYS[2], c)
 end

@@ -4,7 +4,7 @@
 -- holds no live holder of another limit than ARGV[5]. Returns 1 or 0.
 local v = holder(s)
 if v == ARGV[1] then
-  hold(ARGV[3])
+  hold(ARGV[3], ARGV[5])
   return 1
 end
 if not v and ARGV[4] == '1' then
@@ -12,8 +12,7 @@ if not v and ARGV[4] == '1' then
   if L and L ~= ARGV[5] and live() > 0 then
     return 0
   end
-  redis.call('HSET', k, 'L', ARGV[5])
-  hold(ARGV[3])
+  hold(ARGV[3], ARGV[5])
   return 1
 end
 return 0
