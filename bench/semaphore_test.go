@@ -107,11 +107,17 @@ func acquireUnlockOnce(ctx context.Context, b *testing.B, sem *redlock.Semaphore
 }
 
 // BenchmarkSemaphoreContended is 8 clients (a Redlock each) cycling
-// through 4 permits over 5 masters: Acquire, hold for semHold, Unlock,
-// again. It reports the permits in use on average (the holds' total time
+// through 4 permits over 5 masters: Acquire, hold for 10 ms (or 50 ms),
+// Unlock, again. It reports the permits in use on average (the holds' total time
 // over the elapsed time; 4 is the most) and permits taken per second.
 func BenchmarkSemaphoreContended(b *testing.B) {
-	const clients, semHold = 8, 10 * time.Millisecond
+	for _, semHold := range []time.Duration{10 * time.Millisecond, 50 * time.Millisecond} {
+		semContended(b, semHold)
+	}
+}
+
+func semContended(b *testing.B, semHold time.Duration) {
+	const clients = 8
 	b.Run(fmt.Sprintf("lib=redlock/nodes=5/clients=%d/permits=%d/hold=%v", clients, semPermits, semHold), func(b *testing.B) {
 		name := newKey(b)
 		var left, held atomic.Int64
