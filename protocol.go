@@ -216,7 +216,10 @@ var (
 	acquireFencedSrc any = script(fenceLua, acquireFencedLua)
 	raiseFenceSrc    any = script(getLua, raiseFenceLua)
 	holdSrc          any = script(handonLua, fenceLua, holdLua)
-	handoffSrc       any = script(handonLua, gateLua, getLua, handoffLua)
+	// handoff.lua asks the gate only for a gated call (ARGV[9] not '0'):
+	// others send it without gate.lua's routine, which it never calls.
+	handoffSrc      any = script(handonLua, getLua, handoffLua)
+	gatedHandoffSrc any = script(handonLua, gateLua, getLua, handoffLua)
 
 	// A vote behind the restart gate is one script: the gate's check first
 	// (gated.lua, reading the gate from the last argument), then the vote.
@@ -464,7 +467,11 @@ func encode(q *request, c *Command) bool {
 		if q.Hand == "" {
 			a = append(a, "eval", releaseSrc, int64(2), key, wk, value, waiter, bit(q.rollback))
 		} else {
-			a = append(a, "eval", handoffSrc, int64(2), key, wk, value, waiter, q.Place, q.Hand, int64(q.Reg), q.TTL.Milliseconds(), bit(q.Behind), q.Queued, gateArg(q), bit(q.Back), bit(q.Yield))
+			src := handoffSrc
+			if q.Gate > 0 {
+				src = gatedHandoffSrc
+			}
+			a = append(a, "eval", src, int64(2), key, wk, value, waiter, q.Place, q.Hand, int64(q.Reg), q.TTL.Milliseconds(), bit(q.Behind), q.Queued, gateArg(q), bit(q.Back), bit(q.Yield))
 		}
 	}
 	if len(a) == 0 {

@@ -892,3 +892,22 @@ func TestLaneCallerRunsWithinDeadline(t *testing.T) {
 		})
 	}
 }
+
+// TestHandOffCarriesGateOnlyWhenGated: handoff.lua asks the restart gate
+// only for a call that has one (ARGV[9] not '0'), so a waiting call
+// without a gate sends it without gate.lua's routine: the master reads
+// every EVAL's bytes, on every release and registration of every waiting
+// call. A gated call's carries the routine.
+func TestHandOffCarriesGateOnlyWhenGated(t *testing.T) {
+	for _, gate := range []time.Duration{0, time.Minute} {
+		q := request{Op: reqRelease, Key: "k", Value: "v", Hand: "h", Waiter: "ch", Reg: 1, Gate: gate}
+		var c Command
+		if !encode(&q, &c) || c.Args[0] != "eval" {
+			t.Fatalf("gate %v: the waiting call's release encoded as %v; want an EVAL", gate, c.Args)
+		}
+		src, _ := c.Args[1].(string)
+		if has := strings.Contains(src, "local function gate("); has != (gate > 0) {
+			t.Errorf("gate %v: handoff.lua carries gate.lua's routine: %v; want %v (%d bytes)", gate, has, gate > 0, len(src))
+		}
+	}
+}
