@@ -1,0 +1,160 @@
+package redlock
+
+import (
+	"context"
+	_ "embed"
+)
+
+// RWMutex is a read-write lock over the Redlock's masters: any number of
+// readers hold it together ([RWMutex.RLock]), or one writer alone
+// ([RWMutex.Lock]). A writer that waits puts a claim on the masters that
+// refused it, which keeps new readers out while those holding it drain,
+// so no writer starves behind a stream of readers.
+//
+// Each hold is a [*Lock] with everything a mutex's has: Unlock, Extend,
+// Until, Done, Context, auto-extend, the restart gate, replica
+// confirmation, the observer, and [WithFencing] on writers (tokens strictly
+// increase across the key's writers). [WithOwner] does not apply (a
+// *ConfigError), nor does WithFencing on readers.
+//
+// Its key on the masters is its own: a name used as a mutex
+// ([Redlock.Lock]) and as an RWMutex names two locks that never meet.
+//
+// An RWMutex is a name and its Redlock: it keeps no state, costs nothing to
+// make, and is safe for concurrent use.
+type RWMutex struct {
+	r    *Redlock
+	name string
+}
+
+// The observer's names of the reader calls ([Call].Op); a writer's calls
+// are [CallLock] and [CallTryLock].
+const (
+	CallRLock    CallOp = "RLock"
+	CallTryRLock CallOp = "TryRLock"
+)
+
+// RWMutex returns the read-write lock named key. The key is checked, as
+// Lock checks its key, by each call.
+func (r *Redlock) RWMutex(key string) *RWMutex { return &RWMutex{r: r, name: key} }
+
+// Lock takes the lock as its writer, waiting and retrying as
+// [Redlock.Lock] does: while it waits, its claim keeps new readers out.
+// Giving up (ctx ended, retries ran out) takes the claim away.
+func (m *RWMutex) Lock(ctx context.Context, opts ...Option) (*Lock, error) {
+	cfg, key, err := m.config(kindWriter, opts)
+	if err != nil {
+		return nil, err
+	}
+	return m.r.lock(ctx, CallLock, m.name, key, &cfg)
+}
+
+// TryLock makes one attempt to take the lock as its writer.
+func (m *RWMutex) TryLock(ctx context.Context, opts ...Option) (*Lock, error) {
+	cfg, key, err := m.config(kindWriter, opts)
+	if err != nil {
+		return nil, err
+	}
+	return m.r.tryLock(ctx, CallTryLock, m.name, key, &cfg)
+}
+
+// RLock takes a shared hold of the lock, waiting and retrying as
+// [Redlock.Lock] does while a writer holds it or waits for it.
+func (m *RWMutex) RLock(ctx context.Context, opts ...Option) (*Lock, error) {
+	cfg, key, err := m.config(kindReader, opts)
+	if err != nil {
+		return nil, err
+	}
+	return m.r.lock(ctx, CallRLock, m.name, key, &cfg)
+}
+
+// TryRLock makes one attempt to take a shared hold of the lock.
+func (m *RWMutex) TryRLock(ctx context.Context, opts ...Option) (*Lock, error) {
+	cfg, key, err := m.config(kindReader, opts)
+	if err != nil {
+		return nil, err
+	}
+	return m.r.tryLock(ctx, CallTryRLock, m.name, key, &cfg)
+}
+
+// config is the configuration of a call of kind k, and its key on the
+// masters: the options that do not apply to k are refused.
+func (m *RWMutex) config(k lockKind, opts []Option) (config, string, error) {
+	if m == nil || m.r == nil {
+		return config{}, "", configErr("RWMutex", "method called on a nil *RWMutex; make one with Redlock.RWMutex")
+	}
+	cfg, key, err := m.r.kindConfig(m.name, k, opts)
+	switch {
+	case err != nil:
+		return cfg, "", err
+	case cfg.owner != "":
+		return cfg, "", configErr("WithOwner", "an RWMutex's holds have no owner: readers already share the lock, and a writer's hold does not nest")
+	case k == kindReader && cfg.fencing:
+		return cfg, "", configErr("WithFencing", "readers take no fencing token: only an RWMutex's writers do (RWMutex.Lock, TryLock)")
+	}
+	return cfg, key, nil
+}
+
+// The read-write lock's scripts (see script): every step of a hold, and
+// the queue work of its waiting calls.
+var (
+	//go:embed lua/rw_state.lua
+	rwStateLua string
+	//go:embed lua/rw_lock.lua
+	rwLockLua string
+	//go:embed lua/rw_queue.lua
+	rwQueueLua string
+
+	rwLockSrc      any = script(handonLua, fenceLua, rwStateLua, rwLockLua)
+	rwQueueSrc     any = script(handonLua, rwStateLua, rwQueueLua)
+	gatedRWLockSrc any = script(gateLua, gatedLua, handonLua, fenceLua, rwStateLua, rwLockLua)
+)
+
+// rwArgs appends the command of q, a request of a reader or a writer
+// (rw_lock.lua, rw_queue.lua); nothing for an unknown Op. Its only key is
+// the lock's: the scripts name the keys derived from it (rw_state.lua),
+// all in its hash slot.
+func rwArgs(a []any, q *request, key, value, ms any) []any {
+	role := "r"
+	if q.Kind == kindWriter {
+		role = "w"
+	}
+	src := rwLockSrc
+	if gated(q) {
+		src = gatedRWLockSrc
+	}
+	a = append(a, "eval", src, int64(1), key)
+	switch q.Op {
+	case reqAcquire, reqAcquireFenced:
+		hand := any("")
+		if q.Hand != "" {
+			hand = q.Hand
+		}
+		a = append(a, "acquire", role, value, ms, hand, bit(q.Op == reqAcquireFenced))
+	case reqRaiseFence:
+		a = append(a, "fence", role, value, int64(q.Token))
+	case reqExtend:
+		a = append(a, "extend", role, value, ms, bit(q.Repair))
+	case reqRelease:
+		waiter := boxed(q.waiter, q.Waiter)
+		if q.Hand == "" {
+			return append(a, "release", role, value, waiter, bit(q.rollback))
+		}
+		a[1] = rwQueueSrc
+		return append(a, role, waiter, q.Place, q.Hand, int64(q.Reg), q.Queued, bit(q.Yield))
+	default:
+		return a[:0]
+	}
+	if gated(q) {
+		a = append(a, gateArg(q))
+	}
+	return a
+}
+
+// Name returns the lock's name, as given to [Redlock.RWMutex].
+func (m *RWMutex) Name() string {
+	if m == nil {
+		return ""
+	}
+	return m.name
+}
