@@ -405,3 +405,104 @@ func TestRWMutexNameAlsoMutex(t *testing.T) {
 	unlock(t, w)
 	unlock(t, mu)
 }
+
+// evalCounted returns a Redlock over the shared masters whose clients
+// count the EVALs they send.
+func evalCounted(t *testing.T) (*redlock.Redlock, *sentCounter) {
+	t.Helper()
+	sc := &sentCounter{Name: "eval"}
+	cs := clients(t, masters().Addrs())
+	for _, c := range cs {
+		c.AddHook(sc)
+	}
+	return newRedlock(t, nodesOf(t, cs)), sc
+}
+
+// quiet fails the test when sc counts a request in the next d: the waiting
+// calls do not poll.
+func quiet(t *testing.T, sc *sentCounter, d time.Duration, what string) {
+	t.Helper()
+	before := sc.N.Load()
+	time.Sleep(d)
+	if n := sc.N.Load() - before; n != 0 {
+		t.Fatalf("%s sent %d EVALs in %v: they poll", what, n, d)
+	}
+}
+
+// slow is a backoff whose first step is far longer than a wake-up takes.
+var slow = redlock.WithBackoff(10*time.Second, 20*time.Second)
+
+// TestRWMutexWriterReleaseWakesEveryReader: readers of another process
+// waiting behind a writer sleep (they send nothing) and are woken together
+// by its Unlock, long before their backoff.
+func TestRWMutexWriterReleaseWakesEveryReader(t *testing.T) {
+	ctx := context.Background()
+	ra := newRedlock(t, nodesOf(t, clients(t, masters().Addrs())))
+	rb, sc := evalCounted(t)
+	name := testKey(t)
+	w, err := ra.RWMutex(name).TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan time.Time, 3)
+	for range 3 {
+		go func() {
+			l, err := rb.RWMutex(name).RLock(ctx, slow)
+			if err != nil {
+				t.Error(err)
+				got <- time.Time{}
+				return
+			}
+			got <- time.Now()
+			<-time.After(200 * time.Millisecond)
+			l.Unlock(ctx)
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // their attempts and registrations
+	quiet(t, sc, time.Second, "readers waiting behind a writer")
+	unlocked := time.Now()
+	unlock(t, w)
+	for range 3 {
+		at := <-got
+		if d := at.Sub(unlocked); d > time.Second {
+			t.Fatalf("a reader got in %v after the writer's Unlock", d)
+		}
+	}
+	settle(rb)
+}
+
+// TestRWMutexLastReaderWakesWriter: a writer of another process waiting
+// behind readers sleeps, and the last reader's Unlock wakes it.
+func TestRWMutexLastReaderWakesWriter(t *testing.T) {
+	ctx := context.Background()
+	ra := newRedlock(t, nodesOf(t, clients(t, masters().Addrs())))
+	rb, sc := evalCounted(t)
+	name := testKey(t)
+	m := ra.RWMutex(name)
+	a, b := mustRLock(t, m), mustRLock(t, m)
+	got := make(chan time.Time, 1)
+	go func() {
+		w, err := rb.RWMutex(name).Lock(ctx, slow)
+		if err != nil {
+			t.Error(err)
+			got <- time.Time{}
+			return
+		}
+		got <- time.Now()
+		w.Unlock(ctx)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	quiet(t, sc, time.Second, "a writer waiting behind readers")
+	unlock(t, a)
+	select {
+	case <-got:
+		t.Fatal("writer got in beside a reader")
+	case <-time.After(200 * time.Millisecond):
+	}
+	unlocked := time.Now()
+	unlock(t, b)
+	if d := (<-got).Sub(unlocked); d > time.Second {
+		t.Fatalf("writer got in %v after the last reader's Unlock", d)
+	}
+	settle(rb)
+}
