@@ -158,3 +158,10 @@ func (m *RWMutex) Name() string {
 	}
 	return m.name
 }
+
+// RWMutexKey is the key on each master of the [RWMutex] named name: a hash
+// of its readers, its writer and its waiting writers' claims (what
+// `redlock status` reads). It is named as [FenceKey] is, with "rw":
+// "rw:{" + name + "}" for a name without braces, in name's hash slot; its
+// fence counter is FenceKey(RWMutexKey(name)).
+func RWMutexKey(name string) string { return kindReader.base(name) }
