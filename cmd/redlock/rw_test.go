@@ -74,4 +74,3 @@ func TestExecReadWriteUsage(t *testing.T) {
 		}
 	}
 }
-
