@@ -27,7 +27,7 @@ if op == 'acquire' then
   local r, w, c, last = scan(k, f)
   if role == 'r' and (w or c > 0) or role == 'w' and (r > 0 or w) then
     if role == 'w' and hd ~= '' then
-      redis.call('HSET', k, 'c' .. hd, at)
+      redis.call('HSET', k, 'c' .. hd, string.format('%.0f', at))
       expire(k, math.max(last, at))
     end
     return 0
@@ -40,7 +40,7 @@ if op == 'acquire' then
     end
     token = raise(FK, n)
   end
-  redis.call('HSET', k, f, at)
+  redis.call('HSET', k, f, string.format('%.0f', at))
   if hd ~= '' then
     redis.call('HDEL', k, 'c' .. hd)
     r, w, c, last = scan(k, f)
@@ -72,7 +72,7 @@ if op == 'extend' then
     return 0
   end
   local at = now + tonumber(ARGV[4])
-  redis.call('HSET', k, f, at)
+  redis.call('HSET', k, f, string.format('%.0f', at))
   expire(k, math.max(last, at))
   return 1
 end
