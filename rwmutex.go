@@ -95,23 +95,43 @@ func (m *RWMutex) config(k lockKind, opts []Option) (config, string, error) {
 	return cfg, key, nil
 }
 
-// The read-write lock's scripts (see script): every step of a hold, and
-// the queue work of its waiting calls.
+// The read-write lock's scripts (see script): a step of a hold each, and
+// the queue work of its waiting calls, each behind the state's routines
+// (rw_state.lua) and only the shared routines it calls: the fence
+// counter's for a fenced writer's votes, the hand-off's where a step can
+// wake a call.
 var (
 	//go:embed lua/rw_state.lua
 	rwStateLua string
-	//go:embed lua/rw_lock.lua
-	rwLockLua string
+	//go:embed lua/rw_acquire.lua
+	rwAcquireLua string
+	//go:embed lua/rw_fence.lua
+	rwFenceLua string
+	//go:embed lua/rw_extend.lua
+	rwExtendLua string
+	//go:embed lua/rw_release.lua
+	rwReleaseLua string
 	//go:embed lua/rw_queue.lua
 	rwQueueLua string
+	//go:embed lua/rw_wake.lua
+	rwWakeLua string
 
-	rwLockSrc      any = script(handonLua, fenceLua, rwStateLua, rwLockLua)
-	rwQueueSrc     any = script(handonLua, rwStateLua, rwQueueLua)
-	gatedRWLockSrc any = script(gateLua, gatedLua, handonLua, fenceLua, rwStateLua, rwLockLua)
+	rwAcquireSrc       any = script(rwStateLua, rwAcquireLua)
+	rwAcquireFencedSrc any = script(fenceLua, rwStateLua, rwAcquireLua)
+	rwFenceSrc         any = script(fenceLua, rwStateLua, rwFenceLua)
+	rwExtendSrc        any = script(rwStateLua, rwExtendLua)
+	rwReleaseSrc       any = script(handonLua, rwStateLua, rwWakeLua, rwReleaseLua)
+	rwQueueSrc         any = script(handonLua, rwStateLua, rwWakeLua, rwQueueLua)
+
+	// A vote behind the restart gate: the gate's check first (gated.lua).
+	gatedRWAcquireSrc       any = script(gateLua, gatedLua, rwStateLua, rwAcquireLua)
+	gatedRWAcquireFencedSrc any = script(gateLua, gatedLua, fenceLua, rwStateLua, rwAcquireLua)
+	gatedRWFenceSrc         any = script(gateLua, gatedLua, fenceLua, rwStateLua, rwFenceLua)
+	gatedRWExtendSrc        any = script(gateLua, gatedLua, rwStateLua, rwExtendLua)
 )
 
 // rwArgs appends the command of q, a request of a reader or a writer
-// (rw_lock.lua, rw_queue.lua); nothing for an unknown Op. Its only key is
+// (lua/rw_*.lua); nothing for an unknown Op. Its only key is
 // the lock's: the scripts name the keys derived from it (rw_state.lua),
 // all in its hash slot.
 func rwArgs(a []any, q *request, key, value, ms any) []any {
@@ -119,33 +139,38 @@ func rwArgs(a []any, q *request, key, value, ms any) []any {
 	if q.Kind == kindWriter {
 		role = "w"
 	}
-	src := rwLockSrc
-	if gated(q) {
-		src = gatedRWLockSrc
+	g := gated(q)
+	pick := func(plain, gatedSrc any) any {
+		if g {
+			return gatedSrc
+		}
+		return plain
 	}
-	a = append(a, "eval", src, int64(1), key)
 	switch q.Op {
 	case reqAcquire, reqAcquireFenced:
 		hand := any("")
 		if q.Hand != "" {
 			hand = q.Hand
 		}
-		a = append(a, "acquire", role, value, ms, hand, bit(q.Op == reqAcquireFenced))
+		src := pick(rwAcquireSrc, gatedRWAcquireSrc)
+		if q.Op == reqAcquireFenced {
+			src = pick(rwAcquireFencedSrc, gatedRWAcquireFencedSrc)
+		}
+		a = append(a, "eval", src, int64(1), key, "acquire", role, value, ms, hand, bit(q.Op == reqAcquireFenced))
 	case reqRaiseFence:
-		a = append(a, "fence", role, value, int64(q.Token))
+		a = append(a, "eval", pick(rwFenceSrc, gatedRWFenceSrc), int64(1), key, "fence", role, value, int64(q.Token))
 	case reqExtend:
-		a = append(a, "extend", role, value, ms, bit(q.Repair))
+		a = append(a, "eval", pick(rwExtendSrc, gatedRWExtendSrc), int64(1), key, "extend", role, value, ms, bit(q.Repair))
 	case reqRelease:
 		waiter := boxed(q.waiter, q.Waiter)
 		if q.Hand == "" {
-			return append(a, "release", role, value, waiter, bit(q.rollback))
+			return append(a, "eval", rwReleaseSrc, int64(1), key, "release", role, value, waiter, bit(q.rollback))
 		}
-		a[1] = rwQueueSrc
-		return append(a, role, waiter, q.Place, q.Hand, int64(q.Reg), q.Queued, bit(q.Yield))
+		return append(a, "eval", rwQueueSrc, int64(1), key, role, waiter, q.Place, q.Hand, int64(q.Reg), q.Queued, bit(q.Yield))
 	default:
-		return a[:0]
+		return a
 	}
-	if gated(q) {
+	if g {
 		a = append(a, gateArg(q))
 	}
 	return a

@@ -145,17 +145,17 @@ func TestSimRW(t *testing.T) {
 		ran.Load(), base, el.Round(time.Millisecond), float64(ran.Load())/el.Seconds(), holders.Load(), readers.Load(), unsafeRuns.Load(), caught.Load())
 }
 
-// rwMutant swaps rw_lock.lua for the scripts of the test, with old
+// rwMutant swaps rw_acquire.lua for the scripts of the test, with old
 // replaced by new (which must be there), until the test ends.
 func rwMutant(t *testing.T, old, new string) {
 	t.Helper()
-	if !strings.Contains(rwLockLua, old) {
-		t.Fatalf("rw_lock.lua has no %q to mutate", old)
+	if !strings.Contains(rwAcquireLua, old) {
+		t.Fatalf("rw_acquire.lua has no %q to mutate", old)
 	}
-	mutated := strings.Replace(rwLockLua, old, new, 1)
-	saved := rwLockSrc
-	rwLockSrc = script(handonLua, fenceLua, rwStateLua, mutated)
-	t.Cleanup(func() { rwLockSrc = saved })
+	mutated := strings.Replace(rwAcquireLua, old, new, 1)
+	saved := rwAcquireSrc
+	rwAcquireSrc = script(rwStateLua, mutated)
+	t.Cleanup(func() { rwAcquireSrc = saved })
 }
 
 // simRWScene runs fn in a bubble on masters simulated masters, with one
@@ -268,9 +268,9 @@ func TestSimRWMutantSharedReaderTTL(t *testing.T) {
 	if v := simRWScene(t, 3, 2, scene); len(v) != 0 {
 		t.Fatalf("the real scripts: %v", v)
 	}
-	rwMutant(t, "  redis.call('HSET', k, f, string.format('%.0f', at))\n  if hd",
-		"  redis.call('HSET', k, f, string.format('%.0f', at))\n"+
-			"  for _, g in ipairs(redis.call('HKEYS', k)) do if g:sub(1, 1) == 'r' then redis.call('HSET', k, g, string.format('%.0f', at)) end end\n  if hd")
+	rwMutant(t, "redis.call('HSET', k, f, string.format('%.0f', at))\nif hd",
+		"redis.call('HSET', k, f, string.format('%.0f', at))\n"+
+			"for _, g in ipairs(redis.call('HKEYS', k)) do if g:sub(1, 1) == 'r' then redis.call('HSET', k, g, string.format('%.0f', at)) end end\nif hd")
 	if v := simRWScene(t, 3, 2, scene); len(v) == 0 {
 		t.Fatal("the checker did not see a writer beside a reader whose hold a shared TTL cut short (the mutant's)")
 	}

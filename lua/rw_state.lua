@@ -1,6 +1,7 @@
 -- rw_state: an RWMutex's state on one master, read once for every script
--- of the read-write lock (rwmutex.go puts this file in front of
--- rw_lock.lua and rw_queue.lua; handon.lua before it).
+-- of the read-write lock (rwmutex.go puts this file in front of each
+-- step's: rw_acquire.lua, rw_fence.lua, rw_extend.lua, rw_release.lua,
+-- rw_queue.lua).
 --
 -- KEYS[1] is the lock's key (lockKind.base: rw:{name}), a hash of its
 -- holders and claims, each a field naming the moment it expires on this
@@ -52,20 +53,4 @@ local function expire(k, last)
   else
     redis.call('DEL', k)
   end
-end
-
--- wakeall wakes every call queued in q (a writer's release wakes the
--- readers together, not one at a time), at most 64 per release: the rest
--- keep their backoff timers. rb: nudge rather than wake (see handon.lua).
--- Returns 2 when someone was told, else 0.
-local function wakeall(q, k, rb)
-  local n = 0
-  for _, m in ipairs(P('ZRANGE', q, 0, 63)) do
-    P('ZREM', q, m)
-    local c, h, r = m:match('^([^|]*)|([^|]+)|%d+|(%d+)$')
-    if c and (tonumber(P('PUBLISH', c, (rb and 'r' or 'w') .. h .. '|' .. r .. '|' .. k)) or 0) > 0 then
-      n = 2
-    end
-  end
-  return n
 end
