@@ -15,7 +15,8 @@ import (
 // Until, Done, Context, auto-extend, the restart gate, replica
 // confirmation, the observer, and [WithFencing] on writers (tokens strictly
 // increase across the key's writers). [WithOwner] does not apply (a
-// *ConfigError), nor does WithFencing on readers.
+// *ConfigError), nor does WithFencing on a reader's call; a Redlock's
+// default WithFencing (given to [New]) applies to its writers alone.
 //
 // Its key on the masters is its own: a name used as a mutex
 // ([Redlock.Lock]) and as an RWMutex names two locks that never meet.
@@ -89,8 +90,10 @@ func (m *RWMutex) config(k lockKind, opts []Option) (config, string, error) {
 		return cfg, "", err
 	case cfg.owner != "":
 		return cfg, "", configErr("WithOwner", "an RWMutex's holds have no owner: readers already share the lock, and a writer's hold does not nest")
-	case k == kindReader && cfg.fencing:
+	case k == kindReader && cfg.fencing && !m.r.cfg.fencing:
 		return cfg, "", configErr("WithFencing", "readers take no fencing token: only an RWMutex's writers do (RWMutex.Lock, TryLock)")
+	case k == kindReader:
+		cfg.fencing = false // New's WithFencing is for the calls that take tokens
 	}
 	return cfg, key, nil
 }

@@ -506,3 +506,25 @@ func TestRWMutexLastReaderWakesWriter(t *testing.T) {
 	}
 	settle(rb)
 }
+
+// TestRWMutexFencingDefault: a Redlock made WithFencing gives its writers
+// tokens, and its readers none (not a *ConfigError): the default applies
+// to the calls that take tokens.
+func TestRWMutexFencingDefault(t *testing.T) {
+	r := newRedlock(t, nodesOf(t, clients(t, masters().Addrs())), redlock.WithFencing())
+	ctx := context.Background()
+	m := r.RWMutex(testKey(t))
+	rd, err := m.TryRLock(ctx)
+	if err != nil {
+		t.Fatalf("reader of a Redlock made WithFencing: %v", err)
+	}
+	if rd.Fence() != 0 {
+		t.Fatalf("reader got token %d", rd.Fence())
+	}
+	unlock(t, rd)
+	w, err := m.TryLock(ctx)
+	if err != nil || w.Fence() == 0 {
+		t.Fatalf("writer of a Redlock made WithFencing: token %d, %v", w.Fence(), err)
+	}
+	unlock(t, w)
+}
