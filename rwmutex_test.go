@@ -528,3 +528,35 @@ func TestRWMutexFencingDefault(t *testing.T) {
 	}
 	unlock(t, w)
 }
+
+// TestRWMutexOnClusterMasters: on masters that are each a Redis Cluster,
+// readers share, a writer excludes, waits and is woken by this process's
+// last reader's Unlock, and takes a fence token: the derived keys the
+// scripts name (the queues, the fence counter) are in the lock's slot.
+func TestRWMutexOnClusterMasters(t *testing.T) {
+	r := newRedlock(t, clusterNodes(clusterMasters(t)))
+	ctx := context.Background()
+	m := r.RWMutex(testKey(t))
+	a, b := mustRLock(t, m), mustRLock(t, m)
+	l, err := m.TryLock(ctx)
+	refusedRW(t, "writer beside readers on Cluster masters", l, err)
+	got := make(chan error, 1)
+	go func() {
+		w, err := m.Lock(ctx, redlock.WithFencing(), slow)
+		if err == nil {
+			err = w.Unlock(ctx)
+		}
+		got <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	unlock(t, a)
+	unlock(t, b)
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("writer not woken within 1 s of the last reader's Unlock on Cluster masters")
+	}
+}
