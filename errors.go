@@ -115,6 +115,10 @@ type QuorumError struct {
 	// [Observer]. Masters is empty for a phase that sent no request (Late,
 	// when too little validity was left to start it).
 	Masters []NodeReply
+
+	// free, for a permit's acquire, is each refusing master's free slots
+	// (see Semaphore): where the next attempt looks.
+	free []uint64
 }
 
 func (e *QuorumError) Error() string {

@@ -376,3 +376,36 @@ func ExampleRWMutex() {
 	// writer beside readers: true
 	// writer holds example:catalog with a token: true
 }
+
+func ExampleRedlock_Semaphore() {
+	rl, err := redlock.NewFromURLs(strings.Split(os.Getenv("REDLOCK_MASTERS"), ","))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer rl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	// At most 2 renders at once, across every process and host.
+	farm := rl.Semaphore("render-farm", 2)
+	a, err := farm.Acquire(ctx) // waits while both permits are held
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	b, _ := farm.TryAcquire(ctx)
+	_, err = farm.TryAcquire(ctx)
+	fmt.Println("third permit:", errors.Is(err, redlock.ErrNotObtained))
+
+	// Another limit on the same name, while permits are held, is an error.
+	_, err = rl.Semaphore("render-farm", 3).TryAcquire(ctx)
+	var pe *redlock.PermitsError
+	fmt.Println("limit 3:", errors.As(err, &pe))
+
+	_ = a.Unlock(ctx)
+	_ = b.Unlock(ctx)
+	// Output:
+	// third permit: true
+	// limit 3: true
+}

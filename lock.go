@@ -358,6 +358,7 @@ func (l *Lock) request(op reqKind, ttl time.Duration, token uint64) request {
 		q.lock = l
 	}
 	q.Gate = l.cfg.gate // on a release, for a waiting call's rollback (handoff.lua)
+	q.Slot, q.Permits = l.cfg.slot, l.cfg.permits
 	if op != reqRelease {
 		q.Replicas = l.cfg.replicas
 	}

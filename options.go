@@ -40,6 +40,7 @@ type config struct {
 	replicas       int           // WithReplicaConfirm; 0: off
 	kind           lockKind      // what the call takes: set by the method called, never by an Option
 	inCall         bool          // the options are a call's, not New's
+	slot, permits  uint8         // a permit's slot and its Semaphore's limit (kindPermit)
 	attempt        int32         // the acquire attempt under way, from 1 (for the observer)
 	observer       *Observer     // New only (WithObserver); a pointer keeps a Lock in its size class
 	err            error         // the first invalid option

@@ -126,10 +126,15 @@ type request struct {
 	// [ErrNotReplicated]. 0: the master's own reply counts (see
 	// replicaWait).
 	Replicas int
+	// Slot and Permits, on a permit's request (Kind kindPermit), are the
+	// slot it asks for or holds and the semaphore's limit (see
+	// semaphore.go).
+	Slot, Permits uint8
 
 	OK    bool
 	Fence uint64 // reqAcquireFenced: the fence counter when OK
 	Woke  bool   // reqRelease: it freed the key and woke a waiting call, or handed it the key
+	Free  uint64 // a permit's refused vote: the slots free on that master, one bit each
 	Err   error
 
 	// Key, Value and TTL in milliseconds as interface values, made once for

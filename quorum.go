@@ -390,7 +390,8 @@ type tally struct {
 	succeeded, refused, failed int
 	token                      uint64 // highest fence token among the successes
 	errs                       []error
-	p                          *phase // the phase, whose key k this is
+	free                       []uint64 // a permit's refusals: each master's free slots (see Semaphore)
+	p                          *phase   // the phase, whose key k this is
 	k                          int
 }
 
@@ -404,6 +405,9 @@ func (t *tally) add(i int, q *request, node Node) {
 		t.token = max(t.token, q.Fence)
 	default:
 		t.refused++
+		if q.Kind == kindPermit {
+			t.free = append(t.free, q.Free)
+		}
 	}
 }
 
@@ -420,7 +424,7 @@ func (t *tally) error(op, key string) *QuorumError {
 	return &QuorumError{
 		Op: op, Key: key, Nodes: t.n, Quorum: t.quorum,
 		Succeeded: t.succeeded, Refused: t.refused, Failed: t.failed,
-		Errs: t.errs, Masters: t.p.masters(t.k),
+		Errs: t.errs, Masters: t.p.masters(t.k), free: t.free,
 	}
 }
 
@@ -472,6 +476,14 @@ func (t *tally) late(op, key string, left time.Duration) *QuorumError {
 // With h not nil, the rollback also queues the call for the key's next
 // release (see [handoff]).
 func (r *Redlock) acquire(ctx context.Context, name, key string, cfg *config, h *handoff) (*Lock, error) {
+	if cfg.kind == kindPermit {
+		return r.acquirePermit(ctx, name, key, cfg, h) // a search over slots, each as here
+	}
+	return r.acquireOnce(ctx, name, key, cfg, h)
+}
+
+// acquireOnce is acquire's attempt on one key (for a permit: one slot).
+func (r *Redlock) acquireOnce(ctx context.Context, name, key string, cfg *config, h *handoff) (*Lock, error) {
 	h.attempting()
 	start := r.clock.Now()
 	op := reqAcquire
@@ -612,7 +624,7 @@ func (l *Lock) release(ctx context.Context, unlock bool, h *handoff) *phase {
 	// none, and it goes in a request of its own just before (handoff.lua,
 	// for a kind other than a mutex as that kind assembles it: kindArgs).
 	reg := &q
-	if l.owner != "" || l.cfg.kind != kindMutex {
+	if (l.owner != "" || l.cfg.kind != kindMutex) && (h != nil || l.h != nil) { // else it carries nothing
 		reg = &request{Op: reqRelease, Kind: l.cfg.kind, Key: l.key, Waiter: q.Waiter, Gate: q.Gate}
 	}
 	switch {

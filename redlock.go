@@ -232,6 +232,9 @@ func (r *Redlock) lock(ctx context.Context, op CallOp, name, key string, cfg *co
 		if held, err = t.attempt(ctx, name); err == nil {
 			return held, nil
 		}
+		if !errors.Is(err, ErrNotObtained) {
+			return nil, err // not worth a retry (a Semaphore's PermitsError)
+		}
 		if ctx.Err() != nil || (cfg.maxAttempts > 0 && n >= cfg.maxAttempts) {
 			return nil, joinCtx(err, ctx.Err())
 		}

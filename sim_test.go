@@ -3382,8 +3382,12 @@ func (m *simMaster) applyLocked(q *request, args []any, c *simConn) (reply any, 
 	if q.OK && q.Op == reqExtend && q.Repair {
 		m.MarkLocked(q.Key, q.Value, c, true) // set by extend.lua's renew: released as an acquired key is
 	}
-	if q.OK && (q.Op == reqAcquire || q.Op == reqAcquireFenced) {
-		m.MarkLocked(q.Key, q.Value, c, false)
+	if q.OK && (q.Op == reqAcquire || q.Op == reqAcquireFenced || q.Kind == kindPermit && q.Op == reqExtend && q.Repair) {
+		if q.Kind == kindPermit { // a hash of slots: the slot's end field is its hold (sim_sem_test.go)
+			m.MarkLocked(q.Key, "e"+strconv.Itoa(int(q.Slot)), c, false)
+		} else {
+			m.MarkLocked(q.Key, q.Value, c, false)
+		}
 	}
 	return reply, err
 }

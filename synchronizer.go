@@ -64,6 +64,8 @@ func kindArgs(a []any, q *request, key, value, ms any) []any {
 	switch q.Kind {
 	case kindReader, kindWriter:
 		return rwArgs(a, q, key, value, ms)
+	case kindPermit:
+		return permitArgs(a, q, key, value, ms)
 	}
 	return a
 }
@@ -72,6 +74,8 @@ func kindArgs(a []any, q *request, key, value, ms any) []any {
 // than a mutex, into q (OK, Fence, Woke, Err, and what the kind keeps).
 func kindDecode(q *request, v any, err error) {
 	switch {
+	case q.Kind == kindPermit:
+		permitDecode(q, v, err)
 	case q.Op == reqRelease:
 		q.OK, q.Woke, q.Err = released(v, err)
 	case q.Op == reqAcquireFenced:

@@ -22,8 +22,9 @@ type execArgs struct {
 	ttl, wait, grace time.Duration
 	gate             time.Duration // --restart-gate, $REDLOCK_RESTART_GATE; 0: off
 	fencing, verbose bool
-	owner            string // --owner, $REDLOCK_OWNER, or a new UUID; "" with --read, --write
+	owner            string // --owner, $REDLOCK_OWNER, or a new UUID; "" with --read, --write, --permits
 	read, write      bool   // --read, --write: a reader or the writer of the RWMutex NAME
+	permits          int    // --permits: take one of a Semaphore's permits; 0: the lock
 	name             string
 	command          []string
 }
@@ -41,6 +42,7 @@ func cmdExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&a.read, "read", false, "")
 	fs.BoolVar(&a.write, "write", false, "")
 	gate := fs.String("restart-gate", "", "")
+	fs.IntVar(&a.permits, "permits", 0, "")
 	if status, done := parseFlags(fs, args, execUsage, stdout, stderr); done {
 		return status
 	}
@@ -114,6 +116,12 @@ func (a *execArgs) check(rest []string, dashed bool) error {
 		return usagef("--owner does not apply with --read or --write: an RWMutex's holds have no owner and do not nest")
 	case a.read && a.fencing:
 		return usagef("--fencing applies to the writer (--write), not to readers")
+	case a.permits < 0:
+		return usagef("--permits must be 0 (the lock) or a semaphore's number of permits, got %d", a.permits)
+	case a.permits > 0 && (a.read || a.write):
+		return usagef("--permits excludes --read and --write: a Semaphore's permits are one kind of hold")
+	case a.permits > 0 && a.owner != "":
+		return usagef("--owner does not apply to --permits: a permit does not nest")
 	case len(rest) == 0:
 		return usagef("missing NAME -- COMMAND")
 	case rest[0] == "" || rest[0] == "--" || dashed && (len(rest) < 2 || rest[1] != "--"):
@@ -127,8 +135,8 @@ func (a *execArgs) check(rest []string, dashed bool) error {
 		return usagef("missing COMMAND after --")
 	}
 	a.name, a.command = rest[0], rest[2:]
-	if a.read || a.write {
-		return nil // an RWMutex's holds have no owner
+	if a.read || a.write || a.permits > 0 {
+		return nil // an RWMutex's holds and a permit have no owner
 	}
 	// Every exec holds the lock as an owner, which its command inherits:
 	// a redlock exec of the same name under it nests instead of waiting for
@@ -174,7 +182,13 @@ func flagError(err error) error {
 			return usagef("--ttl: %s", ce.Reason)
 		case "WithRestartGate":
 			return usagef("--restart-gate: %s", ce.Reason)
+		case "permits":
+			return usagef("--permits: %s", ce.Reason)
 		}
+	}
+	var pe *redlock.PermitsError
+	if errors.As(err, &pe) {
+		return usagef("--permits %d: %v", pe.Permits, err)
 	}
 	return err
 }
@@ -208,6 +222,10 @@ func obtain(ctx context.Context, cancel context.CancelFunc, rl *redlock.Redlock,
 		lock, err = rw.TryLock(ctx, opts...)
 	case a.write:
 		lock, err = rw.Lock(ctx, opts...)
+	case a.permits > 0 && a.wait == 0:
+		lock, err = rl.Semaphore(a.name, a.permits).TryAcquire(ctx, opts...)
+	case a.permits > 0:
+		lock, err = rl.Semaphore(a.name, a.permits).Acquire(ctx, opts...)
 	case a.wait == 0:
 		lock, err = rl.TryLock(ctx, a.name, append(opts, redlock.WithOwner(a.owner))...)
 	default:
@@ -238,8 +256,11 @@ func obtain(ctx context.Context, cancel context.CancelFunc, rl *redlock.Redlock,
 		return nil, exitUnavailable
 	default:
 		how := "held elsewhere"
+		if a.permits > 0 {
+			how = fmt.Sprintf("all %d permits held elsewhere", a.permits)
+		}
 		if a.wait > 0 {
-			how = fmt.Sprintf("still held elsewhere after --wait %v", a.wait)
+			how = fmt.Sprintf("still %s after --wait %v", how, a.wait)
 		}
 		fmt.Fprintf(stderr, "redlock exec: lock %q not obtained: %s (%v)\n", a.name, how, err)
 		return nil, exitNotObtained

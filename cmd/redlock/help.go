@@ -58,7 +58,7 @@ quorum algorithm) from the shell.
 
 Usage:
   redlock exec [flags] NAME -- COMMAND [ARG...]  run COMMAND while holding lock NAME
-  redlock status [flags] NAME                    show which masters hold lock NAME
+  redlock status [flags] NAME                    show which masters hold lock NAME (and its permits)
   redlock chaos [flags]                          kill, pause, partition and restart masters it
                                                  starts itself while clients contend; report
                                                  overlaps and stale writes (exit 1: a verdict
@@ -123,6 +123,10 @@ Flags:
                    failed while the lock was held are one line on stderr)
   --owner ID       hold the lock as owner ID, passed on in REDLOCK_OWNER
                    (default $REDLOCK_OWNER, else a new UUID)
+  --permits L      take one of L permits of the semaphore NAME instead of
+                   the lock: at most L commands run at once (a permit does
+                   not nest; every exec of NAME must give the same L, or
+                   the one that differs exits 64 while permits are held)
   --restart-gate DURATION
                    count no vote from a master up for less than DURATION: a
                    master that restarted empty stays out until locks that
@@ -140,7 +144,9 @@ holds it), its remaining time to live (PTTL), and the fencing counter
 (fence:{NAME}, or NAME:fence when NAME has a hash tag {...}); then whether a quorum agrees on one holder. When the read-write lock NAME (redlock exec
 --read, --write) has holders or claims, a second table shows, per master, its
 live readers, its writer and its waiting writers' claims, and a line says
-who holds it on a quorum. It only reads.
+who holds it on a quorum. When masters hold permits of the semaphore NAME
+(exec --permits), it also lists them: per master each slot's holder and time
+left, then the permits a quorum holds. It only reads.
 
 Exit status: 0 when a quorum of masters answered (the lock held or not), 69
 when fewer did, 64 on bad usage.
@@ -152,6 +158,8 @@ Flags:
                       quorum, masters (master, value, pttl_ms, fence, error),
                       answered, holder, holders, held; for a read-write
                       lock also rw: readers, writer, writer_on, claims, and
-                      per master rw_readers, rw_writer, rw_claims
+                      per master rw_readers, rw_writer, rw_claims; with
+                      permits held, permits (limit, held) and per master
+                      permit_limit and permits
 
 ` + mastersHelp

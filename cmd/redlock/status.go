@@ -31,7 +31,44 @@ type masterState struct {
 	readers []string
 	writer  string
 	claims  int
+	sem     semState
 	err     error
+}
+
+// semState is what one master says about the Semaphore named NAME
+// (redlock.SemaphoreKey): its stored limit and its live permits.
+type semState struct {
+	limit string // "" when the master holds no permit
+	slots []slotState
+}
+
+type slotState struct {
+	slot   int
+	holder string
+	left   time.Duration // until the hold ends, by the master's clock
+}
+
+// readSem reads a semaphore's hash, fields as (redlock.SemaphoreKey)
+// describes them, with the master's TIME: its live holds.
+func readSem(fields map[string]string, now time.Time) semState {
+	var st semState
+	nowMs := now.UnixMilli()
+	for f, v := range fields {
+		if len(f) < 2 || f[0] != 'v' {
+			continue
+		}
+		slot, err := strconv.Atoi(f[1:])
+		end, err2 := strconv.ParseInt(fields["e"+f[1:]], 10, 64)
+		if err != nil || err2 != nil || end <= nowMs {
+			continue
+		}
+		st.slots = append(st.slots, slotState{slot, v, time.Duration(end-nowMs) * time.Millisecond})
+	}
+	if len(st.slots) > 0 {
+		st.limit = fields["L"]
+	}
+	slices.SortFunc(st.slots, func(a, b slotState) int { return a.slot - b.slot })
+	return st
 }
 
 func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -95,18 +132,20 @@ func readMaster(ctx context.Context, o redlock.MasterOptions, key string, timeou
 	var pttl *redis.DurationCmd
 	var now *redis.TimeCmd
 	var rw *redis.MapStringStringCmd
+	var sem *redis.MapStringStringCmd
 	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		typ = p.Type(ctx, key)
 		pttl = p.PTTL(ctx, key)
 		fence = p.Get(ctx, redlock.FenceKey(key))
 		now = p.Time(ctx)
 		rw = p.HGetAll(ctx, redlock.RWMutexKey(key))
+		sem = p.HGetAll(ctx, redlock.SemaphoreKey(key))
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return masterState{err: err}
 	}
-	s := masterState{pttl: pttl.Val(), fence: fence.Val()}
+	s := masterState{pttl: pttl.Val(), fence: fence.Val(), sem: readSem(sem.Val(), now.Val())}
 	s.readRW(rw.Val(), now.Val().UnixMilli())
 	switch typ.Val() {
 	case "string": // a plain lock
@@ -261,11 +300,65 @@ func report(w io.Writer, name string, states []masterState) int {
 		fmt.Fprintf(w, "%q is free on the %d of %d masters that answered\n", name, answered, n)
 	}
 	reportRW(w, name, states)
+	reportSem(w, name, states, quorum)
 	if answered < quorum {
 		fmt.Fprintf(w, "only %d of %d masters answered (quorum %d): check that they are up and reachable\n", answered, n, quorum)
 		return exitUnavailable
 	}
 	return exitOK
+}
+
+// reportSem prints the permits of the Semaphore named name, when some
+// master holds one: a row per master and live slot, then the permits a
+// quorum holds, each with its holder.
+func reportSem(w io.Writer, name string, states []masterState, quorum int) {
+	held := semHeld(states, quorum)
+	some := false
+	for _, s := range states {
+		some = some || len(s.sem.slots) > 0
+	}
+	if !some {
+		return
+	}
+	fmt.Fprintf(w, "\nsemaphore %q (%s):\n", name, redlock.SemaphoreKey(name))
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "MASTER\tLIMIT\tSLOT\tHOLDER\tLEFT")
+	for _, s := range states {
+		for _, sl := range s.sem.slots {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%v\n", s.url, s.sem.limit, sl.slot, sl.holder, sl.left)
+		}
+	}
+	tw.Flush()
+	limit := "?"
+	for _, s := range states {
+		if s.sem.limit != "" {
+			limit = s.sem.limit
+		}
+	}
+	fmt.Fprintf(w, "%d of %s permits held on a quorum (%d)", len(held), limit, quorum)
+	for _, h := range held {
+		fmt.Fprintf(w, "; slot %d by %s", h.slot, h.holder)
+	}
+	fmt.Fprintln(w)
+}
+
+// semHeld is the permits a quorum of masters holds: per slot, the holder
+// most masters name, when at least quorum do.
+func semHeld(states []masterState, quorum int) []slotState {
+	count := map[slotState]int{}
+	for _, s := range states {
+		for _, sl := range s.sem.slots {
+			count[slotState{slot: sl.slot, holder: sl.holder}]++
+		}
+	}
+	var held []slotState
+	for k, n := range count {
+		if n >= quorum {
+			held = append(held, k)
+		}
+	}
+	slices.SortFunc(held, func(a, b slotState) int { return a.slot - b.slot })
+	return held
 }
 
 // holder returns the value most masters hold, and on how many.
@@ -289,6 +382,8 @@ type statusJSON struct {
 	Holders  int          `json:"holders"`          // how many hold it
 	Held     bool         `json:"held"`             // holders >= quorum
 	RW       *rwJSON      `json:"rw,omitempty"`     // the read-write lock NAME, when it has holders or claims
+	// Permits: the Semaphore of this name, when a master holds a permit.
+	Permits *permitsJSON `json:"permits,omitempty"`
 }
 
 type rwJSON struct {
@@ -296,6 +391,17 @@ type rwJSON struct {
 	Writer   string `json:"writer,omitempty"`    // the writer most masters hold
 	WriterOn int    `json:"writer_on,omitempty"` // on how many
 	Claims   int    `json:"claims"`              // masters with a waiting writer's claim
+}
+
+type permitsJSON struct {
+	Limit string     `json:"limit"`
+	Held  []slotJSON `json:"held"` // the permits a quorum holds
+}
+
+type slotJSON struct {
+	Slot   int    `json:"slot"`
+	Holder string `json:"holder"`
+	LeftMs int64  `json:"left_ms,omitempty"` // per master only
 }
 
 type masterJSON struct {
@@ -310,6 +416,9 @@ type masterJSON struct {
 	RWWriter  string   `json:"rw_writer,omitempty"`
 	RWClaims  int      `json:"rw_claims,omitempty"`
 	Error     string   `json:"error,omitempty"`
+	// Permits: its live permits of the Semaphore of this name.
+	PermitLimit string     `json:"permit_limit,omitempty"`
+	Permits     []slotJSON `json:"permits,omitempty"`
 }
 
 // reportJSON prints the report as one JSON object, and returns the same
@@ -327,6 +436,16 @@ func reportJSON(w io.Writer, name string, states []masterState) int {
 		out.Answered++
 		m.Fence = s.fence
 		m.RWReaders, m.RWWriter, m.RWClaims = s.readers, s.writer, s.claims
+		m.PermitLimit = s.sem.limit
+		for _, sl := range s.sem.slots {
+			m.Permits = append(m.Permits, slotJSON{sl.slot, sl.holder, sl.left.Milliseconds()})
+		}
+		if s.sem.limit != "" {
+			if out.Permits == nil {
+				out.Permits = &permitsJSON{Held: []slotJSON{}}
+			}
+			out.Permits.Limit = s.sem.limit
+		}
 		if s.value != "" {
 			holders[s.value]++
 			m.Value, m.Owner, m.Holds = s.value, s.owner, s.holds
@@ -346,6 +465,11 @@ func reportJSON(w io.Writer, name string, states []masterState) int {
 	out.Held = out.Holders >= out.Quorum
 	if sum := summarizeRW(states); sum.shown {
 		out.RW = &rwJSON{Readers: sum.readers, Writer: sum.writer, WriterOn: sum.writerOn, Claims: sum.claims}
+	}
+	if out.Permits != nil {
+		for _, h := range semHeld(states, out.Quorum) {
+			out.Permits.Held = append(out.Permits.Held, slotJSON{Slot: h.slot, Holder: h.holder})
+		}
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

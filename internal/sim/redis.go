@@ -177,6 +177,8 @@ func init() {
 		"lastsave":      {1, false, cmdLastsave},
 		"type":          {2, false, cmdType},
 		"hget":          {3, false, cmdHget},
+		"hmget":         {-3, false, cmdHmget},
+		"pttl":          {2, false, cmdPttl},
 		"hset":          {-4, false, cmdHset},
 		"hdel":          {-3, false, cmdHdel},
 		"hgetall":       {2, false, cmdHgetall},
@@ -437,6 +439,35 @@ func cmdHget(x *simExec, a []string) respValue {
 		}
 	}
 	return respValue{}
+}
+
+// cmdHmget is HMGET key field...: each field's value, nil when missing.
+func cmdHmget(x *simExec, a []string) respValue {
+	k, e := x.hash(a[1])
+	if e != nil {
+		return *e
+	}
+	r := respValue{kind: respArray, arr: make([]respValue, len(a)-2)}
+	for i, f := range a[2:] {
+		if k != nil {
+			if v, ok := k.hget(f); ok {
+				r.arr[i] = bulkReply(v)
+			}
+		}
+	}
+	return r
+}
+
+// cmdPttl is PTTL key: the ms left, -1 without an expiry, -2 when missing.
+func cmdPttl(x *simExec, a []string) respValue {
+	k := x.lookup(a[1])
+	switch {
+	case k == nil:
+		return intReply(-2)
+	case k.expireAt == 0:
+		return intReply(-1)
+	}
+	return intReply(k.expireAt/int64(time.Millisecond) - x.now/int64(time.Millisecond))
 }
 
 func cmdHset(x *simExec, a []string) respValue {

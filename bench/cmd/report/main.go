@@ -447,8 +447,10 @@ func render(r results, cpu, cmdline string) string {
 			return human(v, unit)
 		case "allocs/op", "locks/s", "cs/s":
 			return fmt.Sprintf("%.0f", v)
-		case "gated/ungated":
+		case "gated/ungated", "permit/mutex":
 			return fmt.Sprintf("%.2f×", v)
+		case "in-use":
+			return fmt.Sprintf("%.2f", v)
 		}
 		return fmt.Sprintf("%.3g", v)
 	}
@@ -526,6 +528,8 @@ func render(r results, cpu, cmdline string) string {
 	}
 	fmt.Fprintf(&b, "| 1, A/A | %s | %s | | |\n",
 		cell(bn("GateCost", "redlock", 1)+"/gate=both", "gated/ungated"), spread(r, bn("GateCost", "redlock", 1)+"/gate=both", "gated/ungated"))
+	fmt.Fprintln(&b)
+	fmt.Fprint(&b, semaphoreTable(r, cell))
 	fmt.Fprintln(&b)
 	fmt.Fprint(&b, rueidisTable(r))
 	fmt.Fprintln(&b)
@@ -760,4 +764,33 @@ func renderRW(b *strings.Builder, r results) {
 		wr, _ := r.median(c, "writer-cs/s")
 		fmt.Fprintf(b, "8 readers on one key: %.0f critical sections/s; 8 writers on one key: %.0f/s; readers ÷ writers %.1f× (goal: at least 5×), N=5, each critical section 2 ms (BenchmarkRWMutexContended).\n\n", rd, wr, q)
 	}
+}
+
+// semaphoreTable is the Semaphore's rows: a permit's uncontended
+// Acquire+Unlock against the mutex's Lock+Unlock, with all 4 permits free
+// and with 3 held elsewhere, and 8 clients cycling through 4 permits.
+func semaphoreTable(r results, cell func(name, unit string) string) string {
+	var b strings.Builder
+	fmt.Fprintln(&b, "The Semaphore (4 permits): a permit's uncontended Acquire+Unlock against the mutex's Lock+Unlock, with every permit free (taken 0) and with 3 held by another client (taken 3). Time from BenchmarkSemaphoreCost, pairs of one Lock+Unlock and one Acquire+Unlock timed op by op (the ratio of the sums, median over the passes); allocations from BenchmarkAcquireUnlock and BenchmarkLockUnlock:")
+	fmt.Fprintln(&b)
+	fmt.Fprintln(&b, "| nodes | taken | time, permit ÷ mutex (pairs) | per pass | allocs permit | allocs mutex |")
+	fmt.Fprintln(&b, "| --- | --- | --- | --- | --- | --- |")
+	for _, n := range []int{1, 5, 9} {
+		for _, taken := range []string{"0", "3"} {
+			cost := bn("SemaphoreCost", "redlock", n) + "/taken=" + taken
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s |\n", n, taken,
+				cell(cost, "permit/mutex"), spread(r, cost, "permit/mutex"),
+				cell(bn("AcquireUnlock", "redlock", n)+"/taken="+taken, "allocs/op"), cell(lu("redlock", n), "allocs/op"))
+		}
+	}
+	fmt.Fprintln(&b)
+	fmt.Fprintln(&b, "8 clients (a Redlock each) cycling through 4 permits over 5 masters, each holding a permit 10 ms or 50 ms (BenchmarkSemaphoreContended): permits in use on average (4 at most) and permits taken per second:")
+	fmt.Fprintln(&b)
+	fmt.Fprintln(&b, "| hold | in use | permits/s |")
+	fmt.Fprintln(&b, "| --- | --- | --- |")
+	for _, hold := range []string{"10ms", "50ms"} {
+		name := bn("SemaphoreContended", "redlock", 5) + "/clients=8/permits=4/hold=" + hold
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", hold, cell(name, "in-use"), cell(name, "permits/s"))
+	}
+	return b.String()
 }

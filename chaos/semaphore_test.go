@@ -1,0 +1,206 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock/redlock"
+	"github.com/redlock/redlock/internal/redistest"
+)
+
+// partialViews are clients' majorities of N masters, each master in at
+// most L of them, so that a semaphore kept as one set of holders per
+// master gives each client a permit: L+1 holders of L.
+var partialViews = []struct {
+	n, permits int
+	reach      [][]int
+}{
+	{3, 2, [][]int{{0, 1}, {1, 2}, {0, 2}}},
+	{5, 2, [][]int{{0, 1, 2}, {2, 3, 4}, {0, 1, 3}}},
+	{5, 3, [][]int{{0, 1, 2}, {2, 3, 4}, {0, 1, 3}, {1, 2, 4}}},
+}
+
+// perMasterSets is the unsafe design: each master keeps the set of its
+// holders and grants while it has fewer than permits; a client holds once
+// a majority of the masters it reaches granted.
+type perMasterSets struct {
+	sets    []map[int]bool
+	permits int
+}
+
+func (s *perMasterSets) acquire(id int, reach []int) bool {
+	granted := 0
+	for _, m := range reach {
+		if len(s.sets[m]) < s.permits {
+			s.sets[m][id] = true
+			granted++
+		}
+	}
+	return granted >= len(s.sets)/2+1
+}
+
+// TestPermitCheckerCatchesPerMasterSets: clients that each reach a
+// different majority, through a semaphore kept as one set per master, hold
+// L+1 permits at once, and both checkers (CheckPermits and porcupine's
+// semaphore) say so; the same clients through redlock's Semaphore, on real
+// masters, hold at most L, and both checkers agree.
+func TestPermitCheckerCatchesPerMasterSets(t *testing.T) {
+	for _, pv := range partialViews {
+		t.Run(fmt.Sprintf("N=%d,L=%d", pv.n, pv.permits), func(t *testing.T) {
+			unsafe := &perMasterSets{permits: pv.permits}
+			for range pv.n {
+				unsafe.sets = append(unsafe.sets, map[int]bool{})
+			}
+			var h History
+			for id, reach := range pv.reach {
+				at := time.Duration(id) * 10 * time.Millisecond
+				h.Acquires = append(h.Acquires, Acquire{ID: id, Client: id, Key: "s", OK: unsafe.acquire(id, reach),
+					Start: at, Acquired: at + time.Millisecond, Until: time.Second, Released: -1, Lost: -1})
+			}
+			f := CheckPermits(h, pv.permits)
+			r, disagree := crossCheckPermits(h, pv.permits, f)
+			if len(f.Over) == 0 || r != porcupine.Illegal || len(disagree) > 0 {
+				t.Fatalf("per-master sets: our checker found %v (most %d), porcupine %s, %v; want both to find %d holders of %d", f.Over, f.Most, r, disagree, len(pv.reach), pv.permits)
+			}
+
+			c := redistest.StartT(t, pv.n, redistest.Options{})
+			h = History{}
+			start := time.Now()
+			for id, reach := range pv.reach {
+				rl := reaching(t, c.Addrs(), reach)
+				a := Acquire{ID: id, Client: id, Key: "s", Start: time.Since(start), Released: -1, Lost: -1}
+				l, err := rl.Semaphore("s", pv.permits).TryAcquire(context.Background(), redlock.WithTTL(time.Minute))
+				a.Acquired, a.OK = time.Since(start), err == nil
+				if err == nil {
+					a.Until = l.Until().Sub(start)
+				} else if !errors.Is(err, redlock.ErrNotObtained) {
+					t.Fatal(err)
+				}
+				h.Acquires = append(h.Acquires, a)
+			}
+			f = CheckPermits(h, pv.permits)
+			r, disagree = crossCheckPermits(h, pv.permits, f)
+			if len(f.Over) > 0 || r != porcupine.Ok || len(disagree) > 0 || f.Acquired == 0 {
+				t.Fatalf("redlock's Semaphore: our checker found %v (%d acquired), porcupine %s, %v", f.Over, f.Acquired, r, disagree)
+			}
+		})
+	}
+}
+
+// cut is a master a client cannot reach.
+type cut struct{ redlock.Node }
+
+func (cut) Exec(_ context.Context, cmds []*redlock.Command) {
+	for _, c := range cmds {
+		c.Err = errors.New("partitioned away")
+	}
+}
+
+// reaching is a Redlock over the masters at addrs that reaches only those
+// in reach.
+func reaching(t *testing.T, addrs []string, reach []int) *redlock.Redlock {
+	t.Helper()
+	nodes := make([]redlock.Node, len(addrs))
+	for i, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { c.Close() })
+		nodes[i] = cut{redlock.NewNode(c)}
+		for _, j := range reach {
+			if i == j {
+				nodes[i] = redlock.NewNode(c)
+			}
+		}
+	}
+	rl, err := redlock.New(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rl.Close() })
+	return rl
+}
+
+// TestExecPermitsProcesses: real `redlock exec --permits 2` processes
+// contend for a semaphore over 5 masters while 2 of them (a minority) are
+// killed; the commands' own records of when they ran are the history, and
+// neither checker finds more than 2 running at once.
+func TestExecPermitsProcesses(t *testing.T) {
+	bin := redlockBinary(t)
+	c := redistest.StartT(t, 5, redistest.Options{})
+	name, log := "chaos-permits", filepath.Join(t.TempDir(), "log")
+	const procs, permits, rounds = 6, 2, 4
+	script := `echo "start $REDLOCK_ID $(date +%s%N)" >> "$1"; sleep 0.1; echo "end $REDLOCK_ID $(date +%s%N)" >> "$1"`
+	var wg sync.WaitGroup
+	errs := make(chan error, procs*rounds)
+	for p := range procs {
+		wg.Go(func() {
+			for r := range rounds {
+				cmd := exec.Command(bin, "exec", "--permits", strconv.Itoa(permits), "--ttl", "2s", "--wait", "20s", name, "--", "sh", "-c", script, "sh", log)
+				cmd.Env = append(os.Environ(), "REDLOCK_MASTERS="+strings.Join(c.Addrs(), ","), "REDLOCK_ID="+strconv.Itoa(p*rounds+r))
+				if out, err := cmd.CombinedOutput(); err != nil {
+					errs <- fmt.Errorf("exec %d: %v: %s", p*rounds+r, err, out)
+				}
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond)
+	for _, i := range []int{0, 1} {
+		if err := c.Servers[i].Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h History
+	byID := map[int]*Acquire{}
+	var origin int64
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(line)
+		id, _ := strconv.Atoi(f[1])
+		ns, _ := strconv.ParseInt(f[2], 10, 64)
+		if origin == 0 {
+			origin = ns
+		}
+		at := time.Duration(ns - origin)
+		a := byID[id]
+		if a == nil {
+			a = &Acquire{ID: id, Client: id, Key: name, OK: true, Released: -1, Lost: -1, Until: time.Hour}
+			byID[id] = a
+		}
+		if f[0] == "start" {
+			a.Start, a.Acquired = at, at
+		} else {
+			a.Released = at
+		}
+	}
+	for _, a := range byID {
+		h.Acquires = append(h.Acquires, *a)
+	}
+	if len(h.Acquires) != procs*rounds {
+		t.Fatalf("%d commands ran, want %d:\n%s", len(h.Acquires), procs*rounds, b)
+	}
+	f := CheckPermits(h, permits)
+	r, disagree := crossCheckPermits(h, permits, f)
+	t.Logf("%d commands under %d permits, at most %d at once; porcupine: %s", f.Acquired, permits, f.Most, r)
+	if len(f.Over) > 0 || r != porcupine.Ok || len(disagree) > 0 {
+		t.Fatalf("over-grant: %v; porcupine %s %v", f.Over, r, disagree)
+	}
+}

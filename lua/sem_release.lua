@@ -1,0 +1,13 @@
+-- release a permit (handon.lua and sem.lua before it): while slot ARGV[2]
+-- of KEYS[1] is held by ARGV[1] (live or not), free it, and wake the first
+-- call waiting for a permit in KEYS[2], the queue, skipping those of the
+-- releasing Redlock's channel ARGV[3], as release.lua does for a mutex: a
+-- permit is never handed, only woken for (ttl 0 in the queue). ARGV[4]
+-- '1': a failed attempt's rollback. Returns 0, 1 (freed) or 3 (and woke).
+-- The hash and its limit stay until its PEXPIRE (its latest hold's end):
+-- a vote finds no live holder then and stores its own limit.
+if redis.pcall('HGET', k, 'v' .. s) ~= ARGV[1] then
+  return 0
+end
+redis.call('HDEL', k, 'v' .. s, 'e' .. s)
+return 1 + handon(k, KEYS[2], ARGV[3], ARGV[4] == '1')

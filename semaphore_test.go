@@ -1,0 +1,503 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redlock/redlock"
+	"github.com/redlock/redlock/internal/redistest"
+)
+
+// cutOff makes cutNode (rwmutex_test.go) a master a client never reaches:
+// every command fails at once, as a partition shows it.
+var cutOff = func() *atomic.Bool {
+	var b atomic.Bool
+	b.Store(true)
+	return &b
+}()
+
+// partialRedlock is a Redlock over cs that reaches only the masters in
+// reach.
+func partialRedlock(t *testing.T, cs []*redis.Client, reach []int, opts ...redlock.Option) *redlock.Redlock {
+	t.Helper()
+	nodes := nodesOf(t, cs)
+	for i := range nodes {
+		cut := true
+		for _, j := range reach {
+			cut = cut && i != j
+		}
+		if cut {
+			nodes[i] = cutNode{nodes[i], cutOff}
+		}
+	}
+	return newRedlock(t, nodes, opts...)
+}
+
+// semHolders is each master's live holders of the semaphore name: its
+// slots' values.
+func semHolders(t *testing.T, cs []*redis.Client, name string) []map[string]string {
+	t.Helper()
+	out := make([]map[string]string, len(cs))
+	for i, c := range cs {
+		f, err := c.HGetAll(context.Background(), "sem:{"+name+"}").Result()
+		if err != nil {
+			t.Fatalf("HGETALL on master %d: %v", i, err)
+		}
+		out[i] = map[string]string{}
+		for k, v := range f {
+			if k[0] == 'v' {
+				out[i][k[1:]] = v
+			}
+		}
+	}
+	return out
+}
+
+// TestSemaphorePartialViews: clients that each reach a different majority
+// of the masters never hold more than L permits between them, where a
+// semaphore kept as one set of holders per master would give one to each
+// ((L+1)·Q ≤ L·N): N = 3 with L = 2, N = 5 with L = 2 and L = 3. Each
+// master is in at most L of the majorities, so each would see at most L
+// holders.
+func TestSemaphorePartialViews(t *testing.T) {
+	for _, tc := range []struct {
+		n, permits int
+		reach      [][]int
+	}{
+		{3, 2, [][]int{{0, 1}, {1, 2}, {0, 2}}},
+		{5, 2, [][]int{{0, 1, 2}, {2, 3, 4}, {0, 1, 3}}},
+		{5, 3, [][]int{{0, 1, 2}, {2, 3, 4}, {0, 1, 3}, {1, 2, 4}}},
+	} {
+		for first := range tc.reach {
+			t.Run(fmt.Sprintf("N=%d,L=%d,first=%d", tc.n, tc.permits, first), func(t *testing.T) {
+				cs := clients(t, masters().Addrs()[:tc.n])
+				name := testKey(t)
+				ctx := context.Background()
+				held := 0
+				for k := range tc.reach {
+					reach := tc.reach[(first+k)%len(tc.reach)]
+					r := partialRedlock(t, cs, reach)
+					l, err := r.Semaphore(name, tc.permits).TryAcquire(ctx, redlock.WithTTL(10*time.Second))
+					switch {
+					case err == nil:
+						held++
+						t.Cleanup(func() { l.Unlock(context.Background()) })
+					case !errors.Is(err, redlock.ErrNotObtained):
+						t.Fatalf("client on %v: %v", reach, err)
+					}
+				}
+				if held > tc.permits {
+					t.Fatalf("%d clients hold a permit of %d; masters: %v", held, tc.permits, semHolders(t, cs, name))
+				}
+				if held == 0 {
+					t.Fatalf("no client holds a permit")
+				}
+			})
+		}
+	}
+}
+
+// TestSemaphoreFillsEveryPermit: clients that reach every master take
+// all L permits, one slot each, and the next is refused until one is
+// given back.
+func TestSemaphoreFillsEveryPermit(t *testing.T) {
+	cs := clients(t, masters().Addrs())
+	r := newRedlock(t, nodesOf(t, cs))
+	name := testKey(t)
+	ctx := context.Background()
+	s := r.Semaphore(name, 3)
+	var ls []*redlock.Lock
+	for range 3 {
+		l, err := r.Semaphore(name, 3).TryAcquire(ctx)
+		if err != nil {
+			t.Fatalf("TryAcquire with %d held: %v", len(ls), err)
+		}
+		ls = append(ls, l)
+	}
+	if _, err := s.TryAcquire(ctx); !errors.Is(err, redlock.ErrNotObtained) {
+		t.Fatalf("a fourth TryAcquire of 3 permits: %v, want ErrNotObtained", err)
+	}
+	if err := ls[1].Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.TryAcquire(ctx)
+	if err != nil {
+		t.Fatalf("TryAcquire after one Unlock: %v", err)
+	}
+	for _, l := range append(ls[:1], ls[2], l) {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, h := range semHolders(t, cs, name) {
+		if len(h) != 0 {
+			t.Errorf("master %d still holds %v after every Unlock", i, h)
+		}
+	}
+}
+
+// TestSemaphoreLimitDisagreement: while a permit is held under a limit, a
+// call with another limit gets a *PermitsError (not ErrNotObtained, and
+// never a permit), also Acquire, which does not wait for it to pass; once
+// the permits are back, the new limit is stored.
+func TestSemaphoreLimitDisagreement(t *testing.T) {
+	cs := clients(t, masters().Addrs())
+	r := newRedlock(t, nodesOf(t, cs))
+	name := testKey(t)
+	ctx := context.Background()
+	l, err := r.Semaphore(name, 2).TryAcquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, call := range []func(*redlock.Semaphore) (*redlock.Lock, error){
+		func(s *redlock.Semaphore) (*redlock.Lock, error) { return s.TryAcquire(ctx) },
+		func(s *redlock.Semaphore) (*redlock.Lock, error) {
+			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			return s.Acquire(ctx)
+		},
+	} {
+		got, err := call(r.Semaphore(name, 3))
+		var pe *redlock.PermitsError
+		if !errors.As(err, &pe) || errors.Is(err, redlock.ErrNotObtained) || got != nil {
+			t.Fatalf("a call with 3 permits while one of 2 is held: %v, %v; want a *PermitsError, not ErrNotObtained", got, err)
+		}
+		if pe.Key != name || pe.Permits != 3 || pe.Stored != 2 {
+			t.Errorf("PermitsError = %+v, want Key %q, Permits 3, Stored 2", pe, name)
+		}
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l3, err := r.Semaphore(name, 3).TryAcquire(ctx)
+	if err != nil {
+		t.Fatalf("a call with 3 permits once none is held: %v", err)
+	}
+	defer l3.Unlock(ctx)
+	if _, err := r.Semaphore(name, 2).TryAcquire(ctx); !errors.As(err, new(*redlock.PermitsError)) {
+		t.Fatalf("a call with 2 permits while one of 3 is held: %v, want a *PermitsError", err)
+	}
+}
+
+// TestSemaphoreCrashedHolder: a holder that never gives its permit back
+// (it crashed) loses it at its TTL, on the masters' clocks.
+func TestSemaphoreCrashedHolder(t *testing.T) {
+	cs := clients(t, masters().Addrs()[:3])
+	r := newRedlock(t, nodesOf(t, cs))
+	name := testKey(t)
+	ctx := context.Background()
+	s := r.Semaphore(name, 1)
+	if _, err := s.TryAcquire(ctx, redlock.WithTTL(300*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TryAcquire(ctx); !errors.Is(err, redlock.ErrNotObtained) {
+		t.Fatalf("TryAcquire while the only permit is held: %v", err)
+	}
+	time.Sleep(350 * time.Millisecond)
+	l, err := s.TryAcquire(ctx)
+	if err != nil {
+		t.Fatalf("TryAcquire after the holder's TTL: %v", err)
+	}
+	l.Unlock(ctx)
+}
+
+// TestSemaphorePartialGrantReleased: an attempt that won its slot on a
+// minority of masters (the others unreachable, or too slow for a caller
+// that gave up) releases it on every master that granted it.
+func TestSemaphorePartialGrantReleased(t *testing.T) {
+	ctx := context.Background()
+	t.Run("no quorum", func(t *testing.T) {
+		cs := clients(t, masters().Addrs()[:3])
+		name := testKey(t)
+		r := partialRedlock(t, cs, []int{0})
+		if _, err := r.Semaphore(name, 2).TryAcquire(ctx); !errors.Is(err, redlock.ErrNotObtained) {
+			t.Fatalf("TryAcquire on one master of 3: %v", err)
+		}
+		settle(r)
+		for i, h := range semHolders(t, cs, name) {
+			if len(h) != 0 {
+				t.Errorf("master %d holds %v after the failed attempt", i, h)
+			}
+		}
+	})
+	t.Run("cancelled", func(t *testing.T) {
+		cs := clients(t, masters().Addrs()[:3])
+		name := testKey(t)
+		nodes := nodesOf(t, cs)
+		nodes[1], nodes[2] = farNode{nodes[1], 150 * time.Millisecond}, farNode{nodes[2], 150 * time.Millisecond}
+		r := newRedlock(t, nodes, redlock.WithNodeTimeout(time.Second))
+		cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		if _, err := r.Semaphore(name, 2).Acquire(cctx); !errors.Is(err, redlock.ErrNotObtained) {
+			t.Fatalf("Acquire cancelled while two masters are slow: %v", err)
+		}
+		settle(r)
+		for i, h := range semHolders(t, cs, name) {
+			if len(h) != 0 {
+				t.Errorf("master %d holds %v after the cancelled attempt", i, h)
+			}
+		}
+	})
+}
+
+// TestSemaphoreConfig: permits out of range and options that do not apply
+// are a *ConfigError naming them.
+func TestSemaphoreConfig(t *testing.T) {
+	cs := clients(t, masters().Addrs()[:1])
+	r := newRedlock(t, nodesOf(t, cs))
+	ctx := context.Background()
+	for _, tc := range []struct {
+		permits int
+		opts    []redlock.Option
+		field   string
+	}{
+		{0, nil, "permits"},
+		{-1, nil, "permits"},
+		{redlock.MaxPermits + 1, nil, "permits"},
+		{2, []redlock.Option{redlock.WithOwner("me")}, "WithOwner"},
+	} {
+		s := r.Semaphore(testKey(t), tc.permits)
+		for name, call := range map[string]func() (*redlock.Lock, error){
+			"TryAcquire": func() (*redlock.Lock, error) { return s.TryAcquire(ctx, tc.opts...) },
+			"Acquire":    func() (*redlock.Lock, error) { return s.Acquire(ctx, tc.opts...) },
+		} {
+			_, err := call()
+			var ce *redlock.ConfigError
+			if !errors.As(err, &ce) || ce.Field != tc.field {
+				t.Errorf("%s with %d permits, %d options: %v; want a *ConfigError naming %s", name, tc.permits, len(tc.opts), err, tc.field)
+			}
+		}
+	}
+	if _, err := (*redlock.Semaphore)(nil).TryAcquire(ctx); !errors.As(err, new(*redlock.ConfigError)) {
+		t.Errorf("TryAcquire on a nil *Semaphore: %v", err)
+	}
+}
+
+// TestSemaphoreLockHandle: a permit is a Lock: Extend moves Until,
+// auto-extend keeps it past its TTL, Done closes at Unlock, and the
+// permit is back for others then.
+func TestSemaphoreLockHandle(t *testing.T) {
+	cs := clients(t, masters().Addrs()[:3])
+	r := newRedlock(t, nodesOf(t, cs))
+	name := testKey(t)
+	ctx := context.Background()
+	s := r.Semaphore(name, 1)
+	l, err := s.Acquire(ctx, redlock.WithTTL(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Key() != name {
+		t.Errorf("Key() = %q, want %q", l.Key(), name)
+	}
+	before := l.Until()
+	if err := l.Extend(ctx, 2*time.Second); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	if !l.Until().After(before.Add(time.Second)) {
+		t.Errorf("Until %v after Extend to 2s, was %v", l.Until(), before)
+	}
+	time.Sleep(400 * time.Millisecond) // past the first TTL
+	if _, err := s.TryAcquire(ctx); !errors.Is(err, redlock.ErrNotObtained) {
+		t.Fatalf("TryAcquire past the first TTL of an extended permit: %v", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.Done():
+	default:
+		t.Error("Done not closed after Unlock")
+	}
+
+	a, err := s.Acquire(ctx, redlock.WithTTL(300*time.Millisecond), redlock.WithAutoExtend())
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(700 * time.Millisecond)
+	if _, err := s.TryAcquire(ctx); !errors.Is(err, redlock.ErrNotObtained) {
+		t.Fatalf("TryAcquire while an auto-extended permit is held past its TTL: %v", err)
+	}
+	select {
+	case <-a.Done():
+		t.Fatalf("auto-extended permit lost: %v", context.Cause(a.Context()))
+	default:
+	}
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err = s.TryAcquire(ctx)
+	if err != nil {
+		t.Fatalf("TryAcquire after Unlock: %v", err)
+	}
+	l.Unlock(ctx)
+}
+
+// TestSemaphoreAcquireWaits: Acquire waits while every permit is held and
+// gets the one given back.
+func TestSemaphoreAcquireWaits(t *testing.T) {
+	cs := clients(t, masters().Addrs()[:3])
+	name := testKey(t)
+	ctx := context.Background()
+	held := newRedlock(t, nodesOf(t, cs)).Semaphore(name, 2)
+	var ls []*redlock.Lock
+	for range 2 {
+		l, err := held.TryAcquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
+	var wg sync.WaitGroup
+	got := make(chan error, 1)
+	wg.Go(func() {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		l, err := newRedlock(t, nodesOf(t, cs)).Semaphore(name, 2).Acquire(ctx)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		got <- err
+	})
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case err := <-got:
+		t.Fatalf("Acquire returned while both permits were held: %v", err)
+	default:
+	}
+	if err := ls[0].Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if err := <-got; err != nil {
+		t.Fatalf("Acquire after one permit came back: %v", err)
+	}
+	ls[1].Unlock(ctx)
+}
+
+// TestSemaphoreFencing: a fenced permit's token is larger than every
+// earlier holder's of its slot.
+func TestSemaphoreFencing(t *testing.T) {
+	cs := clients(t, masters().Addrs()[:3])
+	r := newRedlock(t, nodesOf(t, cs))
+	s := r.Semaphore(testKey(t), 2)
+	ctx := context.Background()
+	var last uint64
+	for i := range 4 {
+		l, err := s.TryAcquire(ctx, redlock.WithFencing())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Fence() <= last {
+			t.Fatalf("permit %d: token %d, not above the previous %d", i, l.Fence(), last)
+		}
+		last = l.Fence()
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestSemaphoreWakeUp: a permit given back in one process wakes an
+// Acquire waiting in another at once, through the masters' queue of
+// waiting calls, not by polling: the waiter's backoff is seconds long,
+// and while it waits it sends next to nothing (counted on the masters,
+// INFO commandstats).
+func TestSemaphoreWakeUp(t *testing.T) {
+	c := redistest.StartT(t, 3, redistest.Options{})
+	cs := clients(t, c.Addrs())
+	name := testKey(t)
+	ctx := context.Background()
+	holder := newRedlock(t, nodesOf(t, cs)).Semaphore(name, 2)
+	var ls []*redlock.Lock
+	for range 2 {
+		l, err := holder.TryAcquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
+	waiter := newRedlock(t, nodesOf(t, clients(t, c.Addrs())), redlock.WithBackoff(5*time.Second, 10*time.Second))
+	got := make(chan error, 1)
+	var at time.Time
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, 8*time.Second)
+		defer cancel()
+		l, err := waiter.Semaphore(name, 2).Acquire(ctx)
+		at = time.Now()
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		got <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // the waiter's first attempt and its registration
+	before, err := redistest.Calls(ctx, cs, "eval")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	after, err := redistest.Calls(ctx, cs, "eval")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := after - before; n > 0 {
+		t.Errorf("the waiting Acquire sent %d scripts in 1s while it waited; want none: it waits for a wake-up", n)
+	}
+	released := time.Now()
+	if err := ls[0].Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("Acquire after a permit came back: %v", err)
+	}
+	if d := at.Sub(released); d > time.Second {
+		t.Errorf("Acquire got the permit %v after it came back; want a wake-up, well before its 5s backoff", d)
+	}
+	ls[1].Unlock(ctx)
+}
+
+// TestSemaphoreFair: clients in processes of their own that cycle through
+// the permits (take one, use it briefly, give it back, take one again)
+// starve no waiting client: each gets a permit in turn.
+func TestSemaphoreFair(t *testing.T) {
+	const clientsN, permits, window = 5, 2, 3 * time.Second
+	c := redistest.StartT(t, 3, redistest.Options{})
+	name := testKey(t)
+	ctx, cancel := context.WithTimeout(context.Background(), window)
+	defer cancel()
+	var mu sync.Mutex
+	got := make([]int, clientsN)
+	var wg sync.WaitGroup
+	for i := range clientsN {
+		s := newRedlock(t, nodesOf(t, clients(t, c.Addrs())), redlock.WithBackoff(200*time.Millisecond, 400*time.Millisecond)).Semaphore(name, permits)
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				l, err := s.Acquire(ctx, redlock.WithTTL(2*time.Second))
+				if err != nil {
+					continue
+				}
+				mu.Lock()
+				got[i]++
+				mu.Unlock()
+				time.Sleep(20 * time.Millisecond)
+				_ = l.Unlock(context.Background())
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("permits taken per client in %v: %v", window, got)
+	total := 0
+	for _, n := range got {
+		total += n
+	}
+	for i, n := range got {
+		if n < total/clientsN/4 {
+			t.Errorf("client %d took %d permits of %d in %v; want at least a quarter of its share: %v", i, n, total, window, got)
+		}
+	}
+}
