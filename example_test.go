@@ -339,6 +339,44 @@ func ExampleWithOwner() {
 	// after the last hold: true
 }
 
+func ExampleRWMutex() {
+	rl, err := redlock.NewFromURLs(strings.Split(os.Getenv("REDLOCK_MASTERS"), ","))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer rl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	catalog := rl.RWMutex("example:catalog")
+	a, err := catalog.RLock(ctx) // readers share the lock
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	b, err := catalog.RLock(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, err = catalog.TryLock(ctx) // a writer holds it alone
+	fmt.Println("writer beside readers:", errors.Is(err, redlock.ErrNotObtained))
+	a.Unlock(ctx)
+	b.Unlock(ctx)
+
+	w, err := catalog.Lock(ctx, redlock.WithFencing())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("writer holds", w.Key(), "with a token:", w.Fence() > 0)
+	w.Unlock(ctx)
+	// Output:
+	// writer beside readers: true
+	// writer holds example:catalog with a token: true
+}
+
 func ExampleRedlock_Semaphore() {
 	rl, err := redlock.NewFromURLs(strings.Split(os.Getenv("REDLOCK_MASTERS"), ","))
 	if err != nil {

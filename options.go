@@ -207,8 +207,9 @@ func WithAutoExtend() Option {
 // short), so that nothing a snapshot or an AOF brings back can vouch for
 // a new process. A master up for less than gate writes nothing, and the
 // vote fails with an error wrapping [ErrRestartGate] and is rolled back
-// like any failed vote. Uptime counts in whole seconds, one less than
-// read: the gate lasts up to 2 s longer than asked, never shorter. It adds
+// like any failed vote. Uptime counts in whole seconds, stamped by a
+// clock that lags a tick, and two less than read: the gate lasts up to 3 s
+// longer than asked, never shorter. It adds
 // no command and no round trip; it costs the master an EVAL where a plain
 // acquire is a SET (see docs/benchmarks.md), and the ACL permissions
 // +eval, +info and +lastsave (without +lastsave every vote reads INFO). What it covers — restarts with and without data,

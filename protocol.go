@@ -221,7 +221,10 @@ var (
 	acquireFencedSrc any = script(fenceLua, acquireFencedLua)
 	raiseFenceSrc    any = script(getLua, raiseFenceLua)
 	holdSrc          any = script(handonLua, fenceLua, holdLua)
-	handoffSrc       any = script(handonLua, gateLua, getLua, handoffLua)
+	// handoff.lua asks the gate only for a gated call (ARGV[9] not '0'):
+	// others send it without gate.lua's routine, which it never calls.
+	handoffSrc      any = script(handonLua, getLua, handoffLua)
+	gatedHandoffSrc any = script(handonLua, gateLua, getLua, handoffLua)
 
 	// A vote behind the restart gate is one script: the gate's check first
 	// (gated.lua, reading the gate from the last argument), then the vote.
@@ -263,6 +266,7 @@ func script(srcs ...string) string {
 type batch struct {
 	store []Command
 	cmds  []*Command
+	wait  *Command // the batch's WAIT, or nil
 }
 
 // exchange runs reqs on n, which declared t, in one Exec: each request's
@@ -271,6 +275,19 @@ type batch struct {
 // on a master whose batches may not take one connection) gets its Err and
 // no command.
 func (b *batch) exchange(ctx context.Context, n Node, t *Traits, reqs []*request) {
+	if b.prepare(ctx, t, reqs) {
+		n.Exec(ctx, b.cmds)
+		b.finish()
+	}
+}
+
+// prepare makes b.cmds the commands of reqs for a Node that declared t
+// (see exchange), and reports whether there is any to send. A lane calls
+// prepare, its Node's Exec and finish from its own frame (send), so that
+// the runner goroutine's stack under the client's deep Exec is as shallow
+// as it can be: a runner starts with a small stack, and each frame kept
+// below Exec can make it grow (and be copied) once more per batch.
+func (b *batch) prepare(ctx context.Context, t *Traits, reqs []*request) bool {
 	if cap(b.store) < len(reqs)+1 {
 		b.store = make([]Command, len(reqs)+1)
 	}
@@ -291,17 +308,21 @@ func (b *batch) exchange(ctx context.Context, n Node, t *Traits, reqs []*request
 			rw.add(ctx, q)
 		}
 	}
-	var wait *Command
+	b.wait = nil
 	if rw.replicas > 0 {
-		wait = &b.store[len(b.cmds)]
+		wait := &b.store[len(b.cmds)]
 		wait.Args = append(wait.Args[:0], "wait", int64(rw.replicas), waitTimeout(rw.deadline))
 		wait.Key, wait.Keys, wait.Reply, wait.Err, wait.req = 0, 0, nil, nil, nil
 		b.cmds = append(b.cmds, wait)
+		b.wait = wait
 	}
-	if len(b.cmds) == 0 {
-		return
-	}
-	n.Exec(ctx, b.cmds)
+	return len(b.cmds) > 0
+}
+
+// finish reads the replies of the commands prepare made, after Exec, into
+// their requests, and clears the commands for the next batch.
+func (b *batch) finish() {
+	wait := b.wait
 	acks, werr := int64(0), error(nil)
 	if wait != nil {
 		acks, werr = waitReply(wait)
@@ -316,6 +337,7 @@ func (b *batch) exchange(ctx context.Context, n Node, t *Traits, reqs []*request
 		clear(c.Args) // no reference kept to this batch's values
 		c.Args, c.Reply, c.Err, c.req = c.Args[:0], nil, nil, nil
 	}
+	b.wait = nil
 }
 
 // execRequests runs reqs on n as one batch, for a caller without a lane.
@@ -469,7 +491,11 @@ func encode(q *request, c *Command) bool {
 		if q.Hand == "" {
 			a = append(a, "eval", releaseSrc, int64(2), key, wk, value, waiter, bit(q.rollback))
 		} else {
-			a = append(a, "eval", handoffSrc, int64(2), key, wk, value, waiter, q.Place, q.Hand, int64(q.Reg), q.TTL.Milliseconds(), bit(q.Behind), q.Queued, gateArg(q), bit(q.Back), bit(q.Yield))
+			src := handoffSrc
+			if q.Gate > 0 {
+				src = gatedHandoffSrc
+			}
+			a = append(a, "eval", src, int64(2), key, wk, value, waiter, q.Place, q.Hand, int64(q.Reg), q.TTL.Milliseconds(), bit(q.Behind), q.Queued, gateArg(q), bit(q.Back), bit(q.Yield))
 		}
 	}
 	if len(a) == 0 {
@@ -727,8 +753,9 @@ func (l *lane) send(batch []*call) {
 			ctx = &c.p.ctx
 		}
 	}
-	if len(l.reqs) > 0 {
-		l.b.exchange(ctx, l.node, &l.traits, l.reqs)
+	if len(l.reqs) > 0 && l.b.prepare(ctx, &l.traits, l.reqs) {
+		l.node.Exec(ctx, l.b.cmds)
+		l.b.finish()
 	}
 	clear(l.reqs)
 	for i, c := range batch {

@@ -252,7 +252,7 @@ func TestRestartGateClusterShard(t *testing.T) {
 	t.Cleanup(func() { cc.Close() })
 	r := newRedlock(t, []Node{NewNode(cc)}, WithTTL(time.Second), WithRestartGate(gate), WithNodeTimeout(time.Second))
 	ctx := context.Background()
-	time.Sleep(gate + time.Second)
+	time.Sleep(gate + 2*time.Second) // the fresh master's own gate (gate.lua counts two seconds less than its uptime)
 	// A key on shard 0 and one on shard 2 (shard k has slots [k*16384/3, (k+1)*16384/3)).
 	var on0, on2 string
 	for i := 0; on0 == "" || on2 == ""; i++ {
@@ -890,5 +890,24 @@ func TestLaneCallerRunsWithinDeadline(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestHandOffCarriesGateOnlyWhenGated: handoff.lua asks the restart gate
+// only for a call that has one (ARGV[9] not '0'), so a waiting call
+// without a gate sends it without gate.lua's routine: the master reads
+// every EVAL's bytes, on every release and registration of every waiting
+// call. A gated call's carries the routine.
+func TestHandOffCarriesGateOnlyWhenGated(t *testing.T) {
+	for _, gate := range []time.Duration{0, time.Minute} {
+		q := request{Op: reqRelease, Key: "k", Value: "v", Hand: "h", Waiter: "ch", Reg: 1, Gate: gate}
+		var c Command
+		if !encode(&q, &c) || c.Args[0] != "eval" {
+			t.Fatalf("gate %v: the waiting call's release encoded as %v; want an EVAL", gate, c.Args)
+		}
+		src, _ := c.Args[1].(string)
+		if has := strings.Contains(src, "local function gate("); has != (gate > 0) {
+			t.Errorf("gate %v: handoff.lua carries gate.lua's routine: %v; want %v (%d bytes)", gate, has, gate > 0, len(src))
+		}
 	}
 }

@@ -32,7 +32,7 @@ func TestRestartGateKeepsOneHolder(t *testing.T) {
 			opts := []redlock.Option{redlock.WithTTL(ttl)}
 			if gated {
 				opts = append(opts, redlock.WithRestartGate(gate))
-				time.Sleep(gate + time.Second) // the fresh masters' own gate (uptime counts in whole seconds)
+				time.Sleep(gate + 2*time.Second) // the fresh masters' own gate (gate.lua counts two seconds less than their uptime)
 			}
 			a, b := newRedlock(t, nodes, opts...), newRedlock(t, nodes, opts...)
 			ctx := context.Background()
@@ -101,7 +101,7 @@ func TestRestartGateCases(t *testing.T) {
 	if _, err := r.TryLock(ctx, testKey(t)); gateRefusals(err) != 1 {
 		t.Fatalf("TryLock on a master started just now = %v; want the restart gate's refusal", err)
 	}
-	time.Sleep(gate + time.Second)
+	time.Sleep(gate + 2*time.Second) // the fresh master's own gate (gate.lua counts two seconds less than its uptime)
 	l, err := r.TryLock(ctx, testKey(t))
 	if err != nil {
 		t.Fatalf("TryLock on a master up longer than the gate: %v", err)
@@ -133,7 +133,7 @@ func TestRestartGateCases(t *testing.T) {
 	if _, err := r.TryLock(ctx, testKey(t)); gateRefusals(err) != 1 {
 		t.Errorf("TryLock of a new key right after the restart = %v; want the restart gate's refusal", err)
 	}
-	time.Sleep(gate + time.Second)
+	time.Sleep(gate + 2*time.Second) // the fresh master's own gate (gate.lua counts two seconds less than its uptime)
 	if err := cs[0].FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestRestartGateNoHandOffFromGatedMaster(t *testing.T) {
 	for i, rc := range cs {
 		nodes[i] = redlock.NewNode(rc)
 	}
-	time.Sleep(ttl + time.Second) // the fresh masters' own gate
+	time.Sleep(ttl + 2*time.Second) // the fresh masters' own gate
 	opts := []redlock.Option{redlock.WithTTL(ttl), redlock.WithRestartGate(ttl), redlock.WithBackoff(time.Millisecond, 20*time.Millisecond)}
 	a := newRedlock(t, nodes, opts...)
 	ctx := context.Background()
@@ -365,7 +365,7 @@ func TestGatedVoteIsOneCommand(t *testing.T) {
 			t.Errorf("%s, gate closed: %d of the lock key and its fence counter exist (%v); want none: a closed gate writes nothing", k.name, n, err)
 		}
 	}
-	time.Sleep(2*gate + 100*time.Millisecond) // uptime_in_seconds reads up to 1 s high, and the gate counts 1 s less
+	time.Sleep(gate + 2*time.Second) // the gate counts two seconds less than uptime_in_seconds
 	for _, k := range kinds {
 		before := calls()
 		l, err := r.TryLock(ctx, testKey(t), k.opts...)
@@ -602,7 +602,7 @@ func TestRestartGateAfterSave(t *testing.T) {
 	cs := gateClients(t, c)
 	r := newRedlock(t, []redlock.Node{redlock.NewNode(cs[0])}, redlock.WithTTL(time.Second), redlock.WithRestartGate(gate))
 	ctx := context.Background()
-	time.Sleep(gate + time.Second)
+	time.Sleep(gate + 2*time.Second) // the fresh master's own gate (gate.lua counts two seconds less than its uptime)
 	if err := cs[0].Save(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -499,7 +499,14 @@ func (r *Redlock) acquireOnce(ctx context.Context, name, key string, cfg *config
 	// lock on a bare quorum. collect watches ctx for the caller.
 	l.last = time.Now().Add(min(cfg.nodeTimeout, cfg.ttl-cfg.drift()-cfg.minValidity))
 	l.boxedKey, l.boxedValue = key, l.value
-	p := r.startPhase(ctx, l.last, true, l.request(op, cfg.ttl, 0))
+	q := l.request(op, cfg.ttl, 0)
+	if l.h != nil && cfg.kind != kindMutex {
+		// A waiting call's attempt carries its hand-off value: a kind may
+		// keep state for the call on the masters under it (an RWMutex
+		// writer's claim, which its withdrawal takes away).
+		q.Hand = h.value
+	}
+	p := r.startPhase(ctx, l.last, true, q)
 	ctxErr := p.collect(ctx)
 	t := &p.tallies[0]
 	fail := func(err error) (*Lock, error) {

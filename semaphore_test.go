@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,17 +14,13 @@ import (
 	"github.com/redlock/redlock/internal/redistest"
 )
 
-// cutNode is a master a client cannot reach: every command fails at once,
-// as a partition shows it.
-type cutNode struct{ redlock.Node }
-
-var errCut = errors.New("partitioned away")
-
-func (n cutNode) Exec(ctx context.Context, cmds []*redlock.Command) {
-	for _, c := range cmds {
-		c.Err = errCut
-	}
-}
+// cutOff makes cutNode (rwmutex_test.go) a master a client never reaches:
+// every command fails at once, as a partition shows it.
+var cutOff = func() *atomic.Bool {
+	var b atomic.Bool
+	b.Store(true)
+	return &b
+}()
 
 // partialRedlock is a Redlock over cs that reaches only the masters in
 // reach.
@@ -36,7 +33,7 @@ func partialRedlock(t *testing.T, cs []*redis.Client, reach []int, opts ...redlo
 			cut = cut && i != j
 		}
 		if cut {
-			nodes[i] = cutNode{nodes[i]}
+			nodes[i] = cutNode{nodes[i], cutOff}
 		}
 	}
 	return newRedlock(t, nodes, opts...)

@@ -468,6 +468,9 @@ type simClientPlan struct {
 	// registration over (wakeups.adopt). Such a client has one more
 	// worker, so that plain Lock calls contend and hand the key over.
 	Loops bool
+	// RW: the client's workers take RWMutexes of the keys' names, as
+	// readers and writers (sim_rw_test.go: simWorker.rwCall).
+	RW bool
 }
 
 type simFaultKind uint8
@@ -897,6 +900,7 @@ type simResult struct {
 	violations  []string
 	holders     int
 	owned       int // holders that took the lock as an owner
+	readers     int // holders that took an RWMutex as a reader
 	nested      int // of them, nested in a hold of their worker
 	acquires    int
 	requests    int
@@ -1000,6 +1004,7 @@ type simHolder struct {
 	token          uint64
 	fenced, do     bool
 	nested         bool      // taken while the worker held the key already
+	reader         bool      // an RWMutex's reader: readers' holds may overlap
 	byHand         bool      // handed to the call (its value is hand#reg)
 	loop           bool      // a Lock again at once after an Unlock (Loops)
 	started        time.Time // the acquire call began
@@ -1078,6 +1083,9 @@ func simulate(run *simRun, trace bool) (res simResult) {
 			}
 			if h.nested {
 				res.nested++
+			}
+			if h.reader {
+				res.readers++
 			}
 		}
 		res.acquires = run.acquires
@@ -1356,6 +1364,10 @@ func (w *simWorker) loop() {
 			cancel()
 			w.acquired(h, l, err, auto)
 			w.loopAgain(again.key, again.ttl, err)
+			continue
+		}
+		if w.c.plan.RW {
+			w.rwCall()
 			continue
 		}
 		time.Sleep(w.dur(0, 20*time.Millisecond))
@@ -1802,7 +1814,7 @@ func (r *simRun) checkExclusive(key string, hs []*simHolder) {
 		}
 		open = keep
 		for _, o := range open {
-			if o.h == c.h || reported[[2]int{o.h.id, c.h.id}] || sameOwner(o.h, c.h) {
+			if o.h == c.h || reported[[2]int{o.h.id, c.h.id}] || sameOwner(o.h, c.h) || o.h.reader && c.h.reader {
 				continue
 			}
 			reported[[2]int{o.h.id, c.h.id}] = true
@@ -1821,6 +1833,9 @@ func (r *simRun) describe(h *simHolder) string {
 	how := "Lock/TryLock"
 	if h.do {
 		how = "Do"
+	}
+	if strings.HasPrefix(h.key, "rw:") {
+		how = map[bool]string{true: "RWMutex reader", false: "RWMutex writer"}[h.reader]
 	}
 	if h.owner != "" {
 		how += fmt.Sprintf(" as %s", h.owner)

@@ -62,6 +62,8 @@ func (r *Redlock) kindConfig(name string, k lockKind, opts []Option) (cfg config
 // unsent.
 func kindArgs(a []any, q *request, key, value, ms any) []any {
 	switch q.Kind {
+	case kindReader, kindWriter:
+		return rwArgs(a, q, key, value, ms)
 	case kindPermit:
 		return permitArgs(a, q, key, value, ms)
 	}
@@ -76,6 +78,9 @@ func kindDecode(q *request, v any, err error) {
 		permitDecode(q, v, err)
 	case q.Op == reqRelease:
 		q.OK, q.Woke, q.Err = released(v, err)
+	case q.Op == reqAcquireFenced:
+		q.Fence, q.Err = fence(q.Key, v, err)
+		q.OK = q.Err == nil && q.Fence > 0
 	default:
 		q.OK, q.Err = flag(v, err)
 	}

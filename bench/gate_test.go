@@ -19,7 +19,7 @@ import (
 // before every vote. Compare with BenchmarkLockUnlock at the same N for the
 // gate's cost. It first waits until the masters have been up the gate.
 func BenchmarkLockUnlockGated(b *testing.B) {
-	waitUp(b, masters.Addrs(), ttl+time.Second)
+	waitUp(b, masters.Addrs(), ttl)
 	for _, n := range []int{1, 5, 9} {
 		b.Run(fmt.Sprintf("lib=redlock/nodes=%d", n), func(b *testing.B) {
 			lockUnlock(b, newRedlock(b, newClients(b, addrs(n)), redlock.WithRestartGate(ttl)))
@@ -37,7 +37,7 @@ func BenchmarkLockUnlockGated(b *testing.B) {
 // per-pass ratios spread about 0.1. With the gate on both sides it reads
 // 1.00 (an A/A check: BenchmarkGateCost/lib=redlock/nodes=1/gate=both).
 func BenchmarkGateCost(b *testing.B) {
-	waitUp(b, masters.Addrs(), ttl+time.Second)
+	waitUp(b, masters.Addrs(), ttl)
 	for _, n := range []int{1, 5} {
 		b.Run(fmt.Sprintf("lib=redlock/nodes=%d", n), func(b *testing.B) {
 			gateCost(b, newRedlock(b, newClients(b, addrs(n))),

@@ -190,8 +190,8 @@ func overlaps(as []Acquire) []Overlap {
 			if b.Acquired >= a.end() {
 				break // sorted: no later holder starts inside a's window
 			}
-			if b.end() <= b.Acquired {
-				continue // an empty window
+			if b.end() <= b.Acquired || a.Read && b.Read {
+				continue // an empty window, or two readers of an RWMutex
 			}
 			out = append(out, Overlap{Key: a.Key, First: a.ID, Second: b.ID, From: b.Acquired, To: min(a.end(), b.end())})
 		}

@@ -174,10 +174,27 @@ type holding struct {
 // acquire calls Lock on key, bounded by timeout, and records the call. It
 // returns nil when the lock was not obtained. A call cut short because the
 // run ended is not recorded: it says nothing about availability.
+//
+// In a scenario on RWMutexes (env.rw), it takes key's RWMutex as its
+// writer.
 func (e *env) acquire(ctx context.Context, c *client, key string, timeout time.Duration, opts ...redlock.Option) *holding {
+	return e.acquireAs(ctx, c, key, timeout, false, opts...)
+}
+
+// acquireAs is acquire, as a reader of key's RWMutex when read is set.
+func (e *env) acquireAs(ctx context.Context, c *client, key string, timeout time.Duration, read bool, opts ...redlock.Option) *holding {
 	start := e.rec.now()
 	actx, cancel := context.WithTimeout(ctx, timeout)
-	l, err := c.rl.Lock(actx, key, opts...)
+	var l *redlock.Lock
+	var err error
+	switch {
+	case read:
+		l, err = c.rl.RWMutex(key).RLock(actx, opts...)
+	case e.rw:
+		l, err = c.rl.RWMutex(key).Lock(actx, opts...)
+	default:
+		l, err = c.rl.Lock(actx, key, opts...)
+	}
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
@@ -185,12 +202,12 @@ func (e *env) acquire(ctx context.Context, c *client, key string, timeout time.D
 			if len(msg) > 300 {
 				msg = msg[:300] + "..."
 			}
-			e.rec.acquire(Acquire{Client: c.id, Adapter: c.adapter, Key: key, Start: start, Err: msg})
+			e.rec.acquire(Acquire{Client: c.id, Adapter: c.adapter, Key: key, Read: read, Start: start, Err: msg})
 		}
 		return nil
 	}
 	id := e.rec.acquire(Acquire{
-		Client: c.id, Adapter: c.adapter, Key: key, OK: true, Start: start, Acquired: e.rec.now(),
+		Client: c.id, Adapter: c.adapter, Key: key, Read: read, OK: true, Start: start, Acquired: e.rec.now(),
 		Until: e.rec.at(l.Until()), Released: -1, Lost: -1, Token: l.Fence(), Value: l.Value(),
 	})
 	return &holding{id: id, lock: l}

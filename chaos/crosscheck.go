@@ -3,6 +3,8 @@ package chaos
 import (
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -21,8 +23,9 @@ const crossCheckTimeout = 20 * time.Second
 // CrossCheck is porcupine's verdict on a history, next to ours.
 type CrossCheck struct {
 	// Lock is porcupine's verdict ("Ok", "Illegal" or "Unknown") against a
-	// sequential lock: acquire succeeds only when the lock is free, release
-	// only by the holder. An acquire is the call [Start, Acquired]; its
+	// sequential read-write lock: a write acquire (a mutex's, an RWMutex
+	// writer's) succeeds only when the lock is free, a read acquire when no
+	// writer holds it, a release only by a holder. An acquire is the call [Start, Acquired]; its
 	// release is the moment the holding ended (Unlock, loss or the end of
 	// validity, whichever came first).
 	Lock porcupine.CheckResult
@@ -39,29 +42,69 @@ type CrossCheck struct {
 type lockInput struct {
 	key     string
 	holder  int // Acquire.ID
+	read    bool
 	release bool
 }
 
-// lockModel is one lock per key; its state is the holder's Acquire.ID, or
-// -1 when free.
+// rwState is the sequential read-write lock's state: its writer's
+// Acquire.ID (-1: none) and its readers' IDs, sorted, as a string, so that
+// states compare with ==.
+type rwState struct {
+	writer  int
+	readers string
+}
+
+func (s rwState) readerIDs() []int {
+	var ids []int
+	for _, f := range strings.Fields(s.readers) {
+		id, _ := strconv.Atoi(f)
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func withReaders(w int, ids []int) rwState {
+	slices.Sort(ids)
+	fs := make([]string, len(ids))
+	for i, id := range ids {
+		fs[i] = strconv.Itoa(id)
+	}
+	return rwState{writer: w, readers: strings.Join(fs, " ")}
+}
+
+// lockModel is one read-write lock per key: a mutex's holdings are its
+// writes, so a history without RWMutexes checks as against a plain lock.
 var lockModel = porcupine.Model{
 	Partition: func(ops []porcupine.Operation) [][]porcupine.Operation {
 		return partitionBy(ops, func(op porcupine.Operation) string { return op.Input.(lockInput).key })
 	},
-	Init: func() any { return -1 },
+	Init: func() any { return rwState{writer: -1} },
 	Step: func(state, input, _ any) (bool, any) {
-		in, holder := input.(lockInput), state.(int)
-		if in.release {
-			return holder == in.holder, -1
+		in, s := input.(lockInput), state.(rwState)
+		readers := s.readerIDs()
+		switch {
+		case in.release && s.writer == in.holder:
+			return true, rwState{writer: -1, readers: s.readers}
+		case in.release:
+			if i := slices.Index(readers, in.holder); i >= 0 {
+				return true, withReaders(s.writer, slices.Delete(readers, i, i+1))
+			}
+			return false, s
+		case in.read:
+			return s.writer == -1, withReaders(s.writer, append(readers, in.holder))
 		}
-		return holder == -1, in.holder
+		return s.writer == -1 && len(readers) == 0, rwState{writer: in.holder, readers: s.readers}
 	},
 	DescribeOperation: func(input, _ any) string {
 		in := input.(lockInput)
-		if in.release {
-			return fmt.Sprintf("release(%s, #%d)", in.key, in.holder)
+		op := "acquire"
+		if in.read {
+			op = "acquire-read"
 		}
-		return fmt.Sprintf("acquire(%s, #%d)", in.key, in.holder)
+		if in.release {
+			op = "release"
+		}
+		return fmt.Sprintf("%s(%s, #%d)", op, in.key, in.holder)
 	},
 }
 
@@ -116,9 +159,9 @@ func lockOps(h History) []porcupine.Operation {
 			continue
 		}
 		ops = append(ops,
-			porcupine.Operation{ClientId: a.Client, Input: lockInput{key: a.Key, holder: a.ID},
+			porcupine.Operation{ClientId: a.Client, Input: lockInput{key: a.Key, holder: a.ID, read: a.Read},
 				Call: int64(a.Start), Return: int64(a.Acquired)},
-			porcupine.Operation{ClientId: a.Client, Input: lockInput{key: a.Key, holder: a.ID, release: true},
+			porcupine.Operation{ClientId: a.Client, Input: lockInput{key: a.Key, holder: a.ID, read: a.Read, release: true},
 				Call: int64(a.end()), Return: int64(a.end())})
 	}
 	return ops

@@ -25,6 +25,7 @@ type env struct {
 	quorum      int
 	ttl         time.Duration
 	fencing     bool
+	rw          bool          // the workload's keys are RWMutexes: readers and writers (scenario.rw)
 	adapter     string        // Config.Adapter: the contenders' clients
 	restartGate time.Duration // the clients' WithRestartGate; 0: off
 	confirm     bool          // the clients take locks WithReplicaConfirm(1)
@@ -104,7 +105,13 @@ func (e *env) work(ctx context.Context, stop <-chan struct{}, c *client) {
 	for !stopped(ctx, stop) {
 		e.gate.RLock()
 		key := e.keys[rand.IntN(len(e.keys))]
-		if h := e.acquire(ctx, c, key, e.ttl); h != nil {
+		if e.rw && rand.IntN(3) != 0 {
+			// A reader: it holds beside other readers, and writes nothing.
+			if h := e.acquireAs(ctx, c, key, e.ttl, true); h != nil {
+				time.Sleep(e.hold/2 + rand.N(e.hold))
+				e.release(h)
+			}
+		} else if h := e.acquire(ctx, c, key, e.ttl); h != nil {
 			e.write(h)
 			time.Sleep(e.hold/2 + rand.N(e.hold))
 			e.write(h)

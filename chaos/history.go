@@ -17,8 +17,11 @@ type Acquire struct {
 	Client  int    // which workload client (or scripted holder) made it
 	Adapter string `json:",omitempty"` // its masters' clients: AdapterGoRedis or AdapterRueidis; "" for a client process
 	Key     string //
-	OK      bool   // the lock was obtained
-	Err     string `json:",omitempty"` // why not, when !OK
+	// Read: a shared hold of the RWMutex Key (RLock, redlock exec --read);
+	// two reads may overlap. A writer of the RWMutex is not Read.
+	Read bool   `json:",omitempty"`
+	OK   bool   // the lock was obtained
+	Err  string `json:",omitempty"` // why not, when !OK
 
 	Start    time.Duration // the call began
 	Acquired time.Duration // the call returned the lock (OK only)

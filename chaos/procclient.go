@@ -132,7 +132,7 @@ func (p *procs) begin(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("client %d has no exec running", client), http.StatusBadRequest)
 		return
 	}
-	id := p.e.rec.acquire(Acquire{Client: client, Key: key, OK: true, Start: l.at, Acquired: now,
+	id := p.e.rec.acquire(Acquire{Client: client, Key: key, Read: r.FormValue("read") == "1", OK: true, Start: l.at, Acquired: now,
 		Until: math.MaxInt64, Released: -1, Lost: -1, Token: token})
 	p.holders[id] = &procHolder{id: id, client: client, key: key, token: token, pid: pid, pgid: pgid, execPgid: l.pgid, launchedAt: l.at}
 	fmt.Fprintln(w, id)
@@ -239,9 +239,19 @@ func (p *procs) work(ctx context.Context, stop <-chan struct{}, client int) {
 // run runs exec once for client and records an attempt that got no lock.
 func (p *procs) run(client int, key, masters string) {
 	ttl := p.e.ttl.String()
-	cmd := exec.Command(p.bin, "exec", "--fencing", "--masters", masters, "--ttl", ttl, "--wait", ttl, key, "--",
+	// On RWMutexes (env.rw), odd clients are readers (exec --read, around
+	// a writer that only holds), the others its writers.
+	mode, writer := []string{"--fencing"}, []string{}
+	switch {
+	case p.e.rw && client%2 == 1:
+		mode, writer = []string{"--read"}, []string{"--read"}
+	case p.e.rw:
+		mode = []string{"--write", "--fencing"}
+	}
+	args := append(append([]string{"exec"}, mode...), "--masters", masters, "--ttl", ttl, "--wait", ttl, key, "--",
 		p.bin, "chaos", "writer", "--resource", p.url(), "--client", strconv.Itoa(client),
 		"--writes", strconv.Itoa(procWrites), "--hold", procHold.String())
+	cmd := exec.Command(p.bin, append(args, writer...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -262,7 +262,7 @@ func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenari
 	}
 	rec := newRecorder()
 	e := &env{
-		cl: cl, n: cfg.Nodes, quorum: cfg.Nodes/2 + 1, ttl: cfg.TTL, fencing: sc.fencing, adapter: cfg.Adapter,
+		cl: cl, n: cfg.Nodes, quorum: cfg.Nodes/2 + 1, ttl: cfg.TTL, fencing: sc.fencing, rw: sc.rw, adapter: cfg.Adapter,
 		rec: rec, res: newResource(rec, sc.fencing), faulted: make([]bool, cfg.Nodes),
 		hold: 4 * time.Millisecond, soak: cfg.Soak,
 	}

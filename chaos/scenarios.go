@@ -19,6 +19,7 @@ type scenario struct {
 	midAcquire bool // the clients' masters sit behind a trigger
 	extend     bool // extending clients (auto-extend, Extend by hand) join the workload
 	procs      bool // the workload is client processes (redlock exec --fencing around a writer), not goroutines
+	rw         bool // the workload's keys are RWMutexes: readers (RLock; redlock exec --read) and writers
 	gated      bool // every client takes locks WithRestartGate(the scripted holder's TTL)
 	sentinels  bool // the masters are each a primary, a replica and a Sentinel ([cluster.Sentinels]), started for this scenario
 	confirm    bool // every client takes locks WithReplicaConfirm(1)
@@ -164,6 +165,45 @@ var scenarios = []scenario{
 		fencing: true,
 		script:  procKill,
 		want:    []expectation{noOverlap, noUnsafeWrite, freeAfterKill},
+	},
+	{
+		name:   "rw-minority-kill",
+		about:  "minority-kill on RWMutexes: readers (2 in 3 calls) and writers, (N-1)/2 masters killed and started again empty: no reader beside a writer, no two writers; safe and available",
+		rw:     true,
+		script: cycle(kindKill, "start", (*env).minority, cluster.Cluster.Kill, cluster.Cluster.Start),
+		extend: true,
+		want:   []expectation{noOverlap, noUnsafeWrite, available, renewedInFault},
+	},
+	{
+		name:   "rw-minority-pause",
+		about:  "minority-pause on RWMutexes: safe and available",
+		rw:     true,
+		script: cycle(kindPause, "resume", (*env).minority, cluster.Cluster.Pause, cluster.Cluster.Resume),
+		want:   []expectation{noOverlap, noUnsafeWrite, available},
+	},
+	{
+		name:   "rw-minority-partition",
+		about:  "minority-partition on RWMutexes: safe and available",
+		rw:     true,
+		script: cycle(kindPartition, "heal", (*env).minority, cluster.Cluster.Partition, cluster.Cluster.Heal),
+		want:   []expectation{noOverlap, noUnsafeWrite, available},
+	},
+	{
+		name:   "rw-restart-no-persistence-immediate-gated",
+		about:  "restart-no-persistence-immediate-gated on RWMutexes: the scripted holder is a writer on a bare majority, one of its masters restarts empty at once, the readers and writers are gated: safe, and available once the holder let go",
+		rw:     true,
+		gated:  true,
+		script: restartScript(false),
+		want:   []expectation{noOverlap, noUnsafeWrite, availableAfter},
+	},
+	{
+		name:    "rw-process-minority-kill",
+		about:   "client processes on RWMutexes (redlock exec --read around a reader, redlock exec --write --fencing around a writer) while (N-1)/2 masters are killed and started again empty: safe and available",
+		procs:   true,
+		fencing: true,
+		rw:      true,
+		script:  cycle(kindKill, "start", (*env).minority, cluster.Cluster.Kill, cluster.Cluster.Start),
+		want:    []expectation{noOverlap, noUnsafeWrite, available},
 	},
 	{
 		name:   "restart-delayed",

@@ -29,6 +29,7 @@ type writerArgs struct {
 	client   int           // the process client's number
 	writes   int           // writes per critical section
 	hold     time.Duration // pause between writes
+	read     bool          // a reader: no token, no writes
 }
 
 // runWriter is "redlock chaos writer"; it returns the exit status.
@@ -40,6 +41,7 @@ func runWriter(args []string, stderr io.Writer) int {
 	fs.IntVar(&a.client, "client", 0, "process client number")
 	fs.IntVar(&a.writes, "writes", 3, "writes per critical section")
 	fs.DurationVar(&a.hold, "hold", 20*time.Millisecond, "pause between writes")
+	fs.BoolVar(&a.read, "read", false, "hold as a reader (under redlock exec --read): begin, wait as long as the writes would take, end; write nothing")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -55,7 +57,9 @@ func (a *writerArgs) run() error {
 	switch {
 	case a.resource == "":
 		return errors.New("--resource is required")
-	case key == "" || fence == "":
+	case a.read && key == "":
+		return errors.New("REDLOCK_KEY is not set: run me under redlock exec --read")
+	case !a.read && (key == "" || fence == ""):
 		return errors.New("REDLOCK_KEY and REDLOCK_FENCE are not set: run me under redlock exec --fencing")
 	case a.writes < 1:
 		return fmt.Errorf("--writes = %d: need at least 1", a.writes)
@@ -65,11 +69,22 @@ func (a *writerArgs) run() error {
 	defer signal.Stop(term)
 
 	c := &http.Client{Timeout: 10 * time.Second}
+	if a.read {
+		fence = "0"
+	}
 	id, err := post(c, a.resource+"/begin", url.Values{
-		"client": {strconv.Itoa(a.client)}, "key": {key}, "token": {fence},
+		"client": {strconv.Itoa(a.client)}, "key": {key}, "token": {fence}, "read": {map[bool]string{true: "1", false: "0"}[a.read]},
 		"pid": {strconv.Itoa(os.Getpid())}, "pgid": {strconv.Itoa(syscall.Getpgrp())},
 	})
 	if err != nil {
+		return err
+	}
+	if a.read {
+		select {
+		case <-term:
+		case <-time.After(time.Duration(a.writes) * a.hold):
+		}
+		_, err = post(c, a.resource+"/end", url.Values{"id": {id}})
 		return err
 	}
 	write := func() error {

@@ -22,7 +22,10 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 func runLocked(lock *redlock.Lock, a *execArgs, sigs <-chan os.Signal, stdout, stderr io.Writer) int {
 	cmd := exec.Command(a.command[0], a.command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
-	cmd.Env = append(os.Environ(), "REDLOCK_KEY="+lock.Key(), "REDLOCK_OWNER="+lock.Owner())
+	cmd.Env = append(os.Environ(), "REDLOCK_KEY="+lock.Key())
+	if lock.Owner() != "" { // not an RWMutex's hold (--read, --write)
+		cmd.Env = append(cmd.Env, "REDLOCK_OWNER="+lock.Owner())
+	}
 	if a.fencing {
 		cmd.Env = append(cmd.Env, "REDLOCK_FENCE="+strconv.FormatUint(lock.Fence(), 10))
 	}

@@ -22,7 +22,8 @@ type execArgs struct {
 	ttl, wait, grace time.Duration
 	gate             time.Duration // --restart-gate, $REDLOCK_RESTART_GATE; 0: off
 	fencing, verbose bool
-	owner            string // --owner, $REDLOCK_OWNER, or a new UUID
+	owner            string // --owner, $REDLOCK_OWNER, or a new UUID; "" with --read, --write, --permits
+	read, write      bool   // --read, --write: a reader or the writer of the RWMutex NAME
 	permits          int    // --permits: take one of a Semaphore's permits; 0: the lock
 	name             string
 	command          []string
@@ -38,6 +39,8 @@ func cmdExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&a.fencing, "fencing", false, "")
 	fs.StringVar(&a.owner, "owner", "", "")
 	fs.BoolVar(&a.verbose, "verbose", false, "")
+	fs.BoolVar(&a.read, "read", false, "")
+	fs.BoolVar(&a.write, "write", false, "")
 	gate := fs.String("restart-gate", "", "")
 	fs.IntVar(&a.permits, "permits", 0, "")
 	if status, done := parseFlags(fs, args, execUsage, stdout, stderr); done {
@@ -107,8 +110,16 @@ func (a *execArgs) check(rest []string, dashed bool) error {
 		return usagef("--wait must be 0 (one attempt) or positive, got %v", a.wait)
 	case a.grace < 0:
 		return usagef("--grace must not be negative, got %v", a.grace)
+	case a.read && a.write:
+		return usagef("--read and --write exclude each other: a reader shares the lock, the writer holds it alone")
+	case (a.read || a.write) && a.owner != "":
+		return usagef("--owner does not apply with --read or --write: an RWMutex's holds have no owner and do not nest")
+	case a.read && a.fencing:
+		return usagef("--fencing applies to the writer (--write), not to readers")
 	case a.permits < 0:
 		return usagef("--permits must be 0 (the lock) or a semaphore's number of permits, got %d", a.permits)
+	case a.permits > 0 && (a.read || a.write):
+		return usagef("--permits excludes --read and --write: a Semaphore's permits are one kind of hold")
 	case a.permits > 0 && a.owner != "":
 		return usagef("--owner does not apply to --permits: a permit does not nest")
 	case len(rest) == 0:
@@ -123,19 +134,22 @@ func (a *execArgs) check(rest []string, dashed bool) error {
 	case len(rest) == 2 || rest[2] == "":
 		return usagef("missing COMMAND after --")
 	}
+	a.name, a.command = rest[0], rest[2:]
+	if a.read || a.write || a.permits > 0 {
+		return nil // an RWMutex's holds and a permit have no owner
+	}
 	// Every exec holds the lock as an owner, which its command inherits:
 	// a redlock exec of the same name under it nests instead of waiting for
 	// its own caller.
-	if a.owner == "" && a.permits == 0 {
+	if a.owner == "" {
 		a.owner = os.Getenv("REDLOCK_OWNER")
 	}
-	if a.owner == "" && a.permits == 0 {
+	if a.owner == "" {
 		a.owner = uuid.NewString()
 	}
 	if len(a.owner) > redlock.MaxOwnerLen {
 		return usagef("--owner (or $REDLOCK_OWNER) is %d bytes, more than %d", len(a.owner), redlock.MaxOwnerLen)
 	}
-	a.name, a.command = rest[0], rest[2:]
 	return nil
 }
 
@@ -197,17 +211,25 @@ func obtain(ctx context.Context, cancel context.CancelFunc, rl *redlock.Redlock,
 
 	var lock *redlock.Lock
 	var err error
-	opts := append(keepOptions(), redlock.WithOwner(a.owner))
-	sem := rl.Semaphore(a.name, a.permits)
+	opts := keepOptions()
+	rw := rl.RWMutex(a.name)
 	switch {
+	case a.read && a.wait == 0:
+		lock, err = rw.TryRLock(ctx, opts...)
+	case a.read:
+		lock, err = rw.RLock(ctx, opts...)
+	case a.write && a.wait == 0:
+		lock, err = rw.TryLock(ctx, opts...)
+	case a.write:
+		lock, err = rw.Lock(ctx, opts...)
 	case a.permits > 0 && a.wait == 0:
-		lock, err = sem.TryAcquire(ctx, keepOptions()...)
+		lock, err = rl.Semaphore(a.name, a.permits).TryAcquire(ctx, opts...)
 	case a.permits > 0:
-		lock, err = sem.Acquire(ctx, keepOptions()...)
+		lock, err = rl.Semaphore(a.name, a.permits).Acquire(ctx, opts...)
 	case a.wait == 0:
-		lock, err = rl.TryLock(ctx, a.name, opts...)
+		lock, err = rl.TryLock(ctx, a.name, append(opts, redlock.WithOwner(a.owner))...)
 	default:
-		lock, err = rl.Lock(ctx, a.name, opts...)
+		lock, err = rl.Lock(ctx, a.name, append(opts, redlock.WithOwner(a.owner))...)
 	}
 	close(stopped)
 	<-watching

@@ -87,6 +87,12 @@ instead of waiting for its own caller; another owner is refused as usual.
 Only processes of one call chain should share an owner: do not export
 REDLOCK_OWNER in a shell that starts independent jobs.
 
+With --read or --write, NAME is a read-write lock (an RWMutex): --read holds
+it beside other readers, --write alone; a waiting writer keeps new readers
+out. Without either, NAME is the plain lock of that name, which never meets
+the read-write lock NAME: a job that writes must say --write. --owner does not
+apply to them (their holds do not nest).
+
 COMMAND gets REDLOCK_KEY=NAME in its environment and, with --fencing,
 REDLOCK_FENCE=TOKEN: a number that grows from one holder of NAME to the next,
 for a resource to reject a stale holder's writes. It inherits the rest of
@@ -108,7 +114,10 @@ Flags:
                    (default 0)
   --grace DURATION how long COMMAND has after SIGTERM, once the lock is lost,
                    before SIGKILL (default 10s)
-  --fencing        take a fencing token and pass it in REDLOCK_FENCE
+  --read           hold the read-write lock NAME as one of its readers
+  --write          hold the read-write lock NAME as its writer
+  --fencing        take a fencing token and pass it in REDLOCK_FENCE (not
+                   with --read)
   --verbose        log each acquire attempt, renewal and release, and each
                    master that failed, to stderr (without it, masters that
                    failed while the lock was held are one line on stderr)
@@ -132,10 +141,12 @@ const statusUsage = `Usage: redlock status [flags] NAME
 Reports, for each master, whether it holds the key NAME, the value it holds
 (one per holder; owner=ID,holds=N for a lock held by an owner, as redlock exec
 holds it), its remaining time to live (PTTL), and the fencing counter
-(fence:{NAME}, or NAME:fence when NAME has a hash tag {...}); then whether a quorum agrees on one holder. When
-masters hold permits of the semaphore NAME (exec --permits), it also lists
-them: per master each slot's holder and time left, then the permits a quorum
-holds. It only reads.
+(fence:{NAME}, or NAME:fence when NAME has a hash tag {...}); then whether a quorum agrees on one holder. When the read-write lock NAME (redlock exec
+--read, --write) has holders or claims, a second table shows, per master, its
+live readers, its writer and its waiting writers' claims, and a line says
+who holds it on a quorum. When masters hold permits of the semaphore NAME
+(exec --permits), it also lists them: per master each slot's holder and time
+left, then the permits a quorum holds. It only reads.
 
 Exit status: 0 when a quorum of masters answered (the lock held or not), 69
 when fewer did, 64 on bad usage.
@@ -145,8 +156,10 @@ Flags:
   --timeout DURATION  how long to wait for each master (default 1s)
   --json              print one JSON object instead of the table: name,
                       quorum, masters (master, value, pttl_ms, fence, error),
-                      answered, holder, holders, held, and with permits
-                      held, permits (limit, held) and per master
+                      answered, holder, holders, held; for a read-write
+                      lock also rw: readers, writer, writer_on, claims, and
+                      per master rw_readers, rw_writer, rw_claims; with
+                      permits held, permits (limit, held) and per master
                       permit_limit and permits
 
 ` + mastersHelp

@@ -26,8 +26,13 @@ type masterState struct {
 	holds int    // its holds on this master
 	pttl  time.Duration
 	fence string // "" when the counter is absent
-	sem   semState
-	err   error
+	// The read-write lock NAME (redlock.RWMutexKey): its live readers'
+	// values, its live writer's ("" none), its live claims.
+	readers []string
+	writer  string
+	claims  int
+	sem     semState
+	err     error
 }
 
 // semState is what one master says about the Semaphore named NAME
@@ -125,20 +130,23 @@ func readMaster(ctx context.Context, o redlock.MasterOptions, key string, timeou
 	var typ *redis.StatusCmd
 	var fence *redis.StringCmd
 	var pttl *redis.DurationCmd
-	var sem *redis.MapStringStringCmd
 	var now *redis.TimeCmd
+	var rw *redis.MapStringStringCmd
+	var sem *redis.MapStringStringCmd
 	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		typ = p.Type(ctx, key)
 		pttl = p.PTTL(ctx, key)
 		fence = p.Get(ctx, redlock.FenceKey(key))
-		sem = p.HGetAll(ctx, redlock.SemaphoreKey(key))
 		now = p.Time(ctx)
+		rw = p.HGetAll(ctx, redlock.RWMutexKey(key))
+		sem = p.HGetAll(ctx, redlock.SemaphoreKey(key))
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return masterState{err: err}
 	}
 	s := masterState{pttl: pttl.Val(), fence: fence.Val(), sem: readSem(sem.Val(), now.Val())}
+	s.readRW(rw.Val(), now.Val().UnixMilli())
 	switch typ.Val() {
 	case "string": // a plain lock
 		s.value, err = c.Get(ctx, key).Result()
@@ -158,6 +166,94 @@ func readMaster(ctx context.Context, o redlock.MasterOptions, key string, timeou
 		return masterState{err: err}
 	}
 	return s
+}
+
+// readRW reads the read-write lock's hash on a master whose clock reads
+// now (ms): each field is a holder or a claim, live through the ms it
+// holds (the scripts' lua/rw_state.lua).
+func (s *masterState) readRW(fields map[string]string, now int64) {
+	for f, at := range fields {
+		ms, err := strconv.ParseInt(at, 10, 64)
+		if err != nil || ms < now || f == "" {
+			continue
+		}
+		switch f[0] {
+		case 'r':
+			s.readers = append(s.readers, f[1:])
+		case 'w':
+			s.writer = f[1:]
+		case 'c':
+			s.claims++
+		}
+	}
+	slices.Sort(s.readers)
+}
+
+// rwSummary is what a quorum of the masters says of the read-write lock.
+type rwSummary struct {
+	shown    bool   // some master has a holder or a claim
+	readers  int    // readers live on a quorum
+	writer   string // the writer most masters hold
+	writerOn int    // on how many
+	claims   int    // masters with a live claim
+}
+
+func summarizeRW(states []masterState) rwSummary {
+	var sum rwSummary
+	quorum := len(states)/2 + 1
+	readers, writers := map[string]int{}, map[string]int{}
+	for _, s := range states {
+		if s.err != nil {
+			continue
+		}
+		for _, v := range s.readers {
+			readers[v]++
+		}
+		if s.writer != "" {
+			writers[s.writer]++
+		}
+		if s.claims > 0 {
+			sum.claims++
+		}
+		sum.shown = sum.shown || len(s.readers) > 0 || s.writer != "" || s.claims > 0
+	}
+	for _, k := range readers {
+		if k >= quorum {
+			sum.readers++
+		}
+	}
+	sum.writer, sum.writerOn = holder(writers)
+	return sum
+}
+
+// reportRW prints the read-write lock's table and verdict, when it has
+// holders or claims anywhere.
+func reportRW(w io.Writer, name string, states []masterState) {
+	sum := summarizeRW(states)
+	if !sum.shown {
+		return
+	}
+	n, quorum := len(states), len(states)/2+1
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "MASTER\tREADERS\tWRITER\tCLAIMS")
+	for _, s := range states {
+		if s.err == nil {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", s.url, len(s.readers), orDash(s.writer), s.claims)
+		}
+	}
+	tw.Flush()
+	switch {
+	case sum.writerOn >= quorum:
+		fmt.Fprintf(w, "read-write lock %q is held by its writer %s on %d of %d masters (quorum %d)", name, sum.writer, sum.writerOn, n, quorum)
+	case sum.readers > 0:
+		fmt.Fprintf(w, "read-write lock %q is held by %s on a quorum (%d of %d masters)", name, plural(sum.readers, "reader"), quorum, n)
+	default:
+		fmt.Fprintf(w, "read-write lock %q is held by no quorum", name)
+	}
+	if sum.claims > 0 {
+		fmt.Fprintf(w, "; a waiting writer's claim on %d of %d masters", sum.claims, n)
+	}
+	fmt.Fprintln(w)
 }
 
 // report prints the table and the verdict, and returns the exit status.
@@ -203,6 +299,7 @@ func report(w io.Writer, name string, states []masterState) int {
 	default:
 		fmt.Fprintf(w, "%q is free on the %d of %d masters that answered\n", name, answered, n)
 	}
+	reportRW(w, name, states)
 	reportSem(w, name, states, quorum)
 	if answered < quorum {
 		fmt.Fprintf(w, "only %d of %d masters answered (quorum %d): check that they are up and reachable\n", answered, n, quorum)
@@ -284,8 +381,16 @@ type statusJSON struct {
 	Owner    string       `json:"owner,omitempty"`  // its owner, for an owned lock (redlock exec's)
 	Holders  int          `json:"holders"`          // how many hold it
 	Held     bool         `json:"held"`             // holders >= quorum
+	RW       *rwJSON      `json:"rw,omitempty"`     // the read-write lock NAME, when it has holders or claims
 	// Permits: the Semaphore of this name, when a master holds a permit.
 	Permits *permitsJSON `json:"permits,omitempty"`
+}
+
+type rwJSON struct {
+	Readers  int    `json:"readers"`             // readers live on a quorum
+	Writer   string `json:"writer,omitempty"`    // the writer most masters hold
+	WriterOn int    `json:"writer_on,omitempty"` // on how many
+	Claims   int    `json:"claims"`              // masters with a waiting writer's claim
 }
 
 type permitsJSON struct {
@@ -306,7 +411,11 @@ type masterJSON struct {
 	Holds  int    `json:"holds,omitempty"`   // and its holds on this master
 	PTTLms *int64 `json:"pttl_ms,omitempty"` // -1: no expiry; absent when the key is
 	Fence  string `json:"fence,omitempty"`
-	Error  string `json:"error,omitempty"`
+	// The read-write lock NAME on this master.
+	RWReaders []string `json:"rw_readers,omitempty"`
+	RWWriter  string   `json:"rw_writer,omitempty"`
+	RWClaims  int      `json:"rw_claims,omitempty"`
+	Error     string   `json:"error,omitempty"`
 	// Permits: its live permits of the Semaphore of this name.
 	PermitLimit string     `json:"permit_limit,omitempty"`
 	Permits     []slotJSON `json:"permits,omitempty"`
@@ -326,6 +435,7 @@ func reportJSON(w io.Writer, name string, states []masterState) int {
 		}
 		out.Answered++
 		m.Fence = s.fence
+		m.RWReaders, m.RWWriter, m.RWClaims = s.readers, s.writer, s.claims
 		m.PermitLimit = s.sem.limit
 		for _, sl := range s.sem.slots {
 			m.Permits = append(m.Permits, slotJSON{sl.slot, sl.holder, sl.left.Milliseconds()})
@@ -353,6 +463,9 @@ func reportJSON(w io.Writer, name string, states []masterState) int {
 		}
 	}
 	out.Held = out.Holders >= out.Quorum
+	if sum := summarizeRW(states); sum.shown {
+		out.RW = &rwJSON{Readers: sum.readers, Writer: sum.writer, WriterOn: sum.writerOn, Claims: sum.claims}
+	}
 	if out.Permits != nil {
 		for _, h := range semHeld(states, out.Quorum) {
 			out.Permits.Held = append(out.Permits.Held, slotJSON{Slot: h.slot, Holder: h.holder})

@@ -10,8 +10,8 @@ import (
 )
 
 // WaitUp waits until the server at addr has been up for d by INFO's
-// uptime_in_seconds (whole seconds, so a second more than d's), or ctx
-// ends: a restart gate of d then lets it vote.
+// uptime_in_seconds as the restart gate counts it (two seconds less: see
+// lua/gate.lua), or ctx ends: a restart gate of d then lets it vote.
 func WaitUp(ctx context.Context, addr string, d time.Duration) error {
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 2, DisableIdentity: true})
 	defer c.Close()
@@ -24,7 +24,7 @@ func WaitUp(ctx context.Context, addr string, d time.Duration) error {
 		if err != nil {
 			return fmt.Errorf("redistest: uptime_in_seconds of %s: %w", addr, err)
 		}
-		if time.Duration(up)*time.Second >= d+time.Second {
+		if time.Duration(up)*time.Second >= d+2*time.Second {
 			return nil
 		}
 		select {

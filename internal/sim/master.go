@@ -63,6 +63,7 @@ type Master struct {
 	stats       WakeStats
 	restarted   bool  // killed at least once: the end-of-run check excuses its keys
 	startedAt   int64 // on its clock, ns: INFO's uptime counts from it
+	lastsave    int64 // LASTSAVE: time(NULL) (stampLocked) at the start or the incarnation's last Save
 	runID       string
 	// rdb is the last snapshot the master saved (Save), which a restart
 	// from its snapshot loads; nil: none saved yet (such a restart comes
@@ -129,6 +130,21 @@ func NewMaster(id int, epoch time.Time, offset time.Duration, rate float64) *Mas
 		startedAt: epoch.UnixNano() + int64(offset) - int64(time.Hour),
 		runID:     simRunID(id, epoch, 0),
 	}
+}
+
+// coarseTick is the period of the kernel's coarse wall clock, which
+// time(NULL) reads on Linux: it advances once a tick (4 ms at HZ=250), so
+// it lags the clock TIME reads by up to a tick.
+const coarseTick = 4 * time.Millisecond
+
+// stampLocked is time(NULL) at ns on the master's clock (unix ns): the
+// whole second of the coarse clock, which last advanced at the master's
+// latest tick, ticks falling at a phase of its own (its id). Redis stamps
+// its start and LASTSAVE with it.
+func (m *Master) stampLocked(ns int64) int64 {
+	tick := int64(coarseTick)
+	phase := int64(m.id+1) * int64(1300*time.Microsecond) % tick
+	return (ns - ((ns-phase)%tick+tick)%tick) / int64(time.Second)
 }
 
 // Name is the master's name, "sim-master-<id>".
@@ -283,6 +299,7 @@ func (m *Master) Save() bool {
 		return false
 	}
 	now := m.ClockLocked()
+	m.lastsave = m.stampLocked(now)
 	m.rdb = make(map[string]*simKey, len(m.keys))
 	for name, k := range m.keys {
 		if k.expireAt == 0 || now < k.expireAt {

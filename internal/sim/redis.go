@@ -363,14 +363,16 @@ func cmdTime(x *simExec, _ []string) respValue {
 // Redis 7.0's Server section, as the master's clock and life make it. Its
 // uptime_in_seconds is Redis's, server.unixtime − server.stat_starttime:
 // the cached time of the command (of the script: x.now) in whole seconds,
-// less the start time taken by time(NULL), whole seconds too. It is not
-// the time up rounded down: started at 10.9 s, read at 11.0 s, it says 1,
-// up to a second more than the master has been up. run_id is drawn anew
+// less the start time taken by time(NULL), whole seconds too, read off the
+// coarse clock (stampLocked). It is not the time up rounded down: started
+// at 10.9 s, read at 11.0 s, it says 1; started at 11.001 s, when the
+// coarse clock still said 10.998 s, read at 13.0 s, it says 3: up to a
+// second and a tick more than the master has been up. run_id is drawn anew
 // at each (re)start. The fields no script reads are a build's, fixed.
 func cmdInfo(x *simExec, _ []string) respValue {
 	m := x.m
 	sec := int64(time.Second)
-	up := x.now/sec - m.startedAt/sec
+	up := x.now/sec - m.stampLocked(m.startedAt)
 	var b strings.Builder
 	b.Grow(600)
 	b.WriteString("# Server\r\n" +
@@ -401,11 +403,11 @@ func cmdInfo(x *simExec, _ []string) respValue {
 	return bulkReply(b.String())
 }
 
-// cmdLastsave answers LASTSAVE: the simulated masters never save, so it is
-// the time(NULL) Redis takes as the process starts (initServer), as a
-// master without persistence answers.
+// cmdLastsave answers LASTSAVE as Redis does: the time(NULL) (the coarse
+// clock's second, stampLocked) of the incarnation's last Save, else of its
+// start (initServer), never one a snapshot brought back.
 func cmdLastsave(x *simExec, _ []string) respValue {
-	return intReply(x.m.startedAt / int64(time.Second))
+	return intReply(max(x.m.lastsave, x.m.stampLocked(x.m.startedAt)))
 }
 
 func cmdType(x *simExec, a []string) respValue {

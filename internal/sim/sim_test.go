@@ -260,7 +260,8 @@ func sameError(a, b error) bool {
 // fields in the order a redis-server gives them (the installed one may
 // have more), a run_id of 40 hex digits — and counts uptime_in_seconds as
 // Redis 7.0 does (server.unixtime − server.stat_starttime, both whole
-// seconds): 75 ms after a start at 10.9 s of the clock it reads 1.
+// seconds, the start stamped by time(NULL) off the coarse clock): 75 ms
+// after a start at 10.9 s of the clock it reads 1.
 func TestSimInfoAgreesWithRedis(t *testing.T) {
 	ctx := context.Background()
 	c := redis.NewClient(&redis.Options{Addr: server.Addrs()[0], MaxRetries: -1})
@@ -315,8 +316,12 @@ func TestSimInfoAgreesWithRedis(t *testing.T) {
 		{10*time.Second + 900*time.Millisecond, 11*time.Second + 75*time.Millisecond, "uptime_in_seconds:1\r\n"},
 		{10*time.Second + 900*time.Millisecond, 11*time.Second + 899*time.Millisecond, "uptime_in_seconds:1\r\n"},
 		{10*time.Second + 900*time.Millisecond, 10*time.Second + 999*time.Millisecond, "uptime_in_seconds:0\r\n"},
-		{10 * time.Second, 12*time.Second - time.Nanosecond, "uptime_in_seconds:1\r\n"},
-		{10 * time.Second, 3*24*time.Hour + 11*time.Second, "uptime_in_seconds:259201\r\nuptime_in_days:3\r\n"},
+		{10*time.Second + 2*time.Millisecond, 12*time.Second - time.Nanosecond, "uptime_in_seconds:1\r\n"},
+		{10*time.Second + 2*time.Millisecond, 3*24*time.Hour + 11*time.Second, "uptime_in_seconds:259201\r\nuptime_in_days:3\r\n"},
+		// Master 0's coarse clock ticks 1.3 ms after each multiple of 4 ms:
+		// started 1 ms after a second turned, it stamps the second before.
+		{11*time.Second + time.Millisecond, 13 * time.Second, "uptime_in_seconds:3\r\n"},
+		{11*time.Second + 4*time.Millisecond, 13 * time.Second, "uptime_in_seconds:2\r\n"},
 	} {
 		if got := info(tc.start, tc.now); !strings.Contains(got, tc.want) {
 			t.Errorf("started at %v, INFO at %v: %q; want it to hold %q", tc.start, tc.now, got, tc.want)

@@ -516,6 +516,7 @@ func render(r results, cpu, cmdline string) string {
 			cell(bn(o.bench, "redsync", o.n), o.unit), cell(bn(o.bench, "redislock", 1), o.unit))
 	}
 	fmt.Fprintln(&b)
+	renderRW(&b, r)
 	fmt.Fprintln(&b, "The restart gate's cost (WithRestartGate: every vote is one script with the gate's check in front: `LASTSAVE` and `TIME` on the master, `INFO server` after a save within the gate), gated against ungated Lock+Unlock. Time from BenchmarkGateCost, pairs of one ungated and one gated Lock+Unlock timed op by op (the ratio of the sums, median over the passes); the A/A row has the gate on both sides. Allocations from BenchmarkLockUnlockGated and BenchmarkLockUnlock:")
 	fmt.Fprintln(&b)
 	fmt.Fprintln(&b, "| nodes | time, gated ÷ ungated (pairs) | per pass | allocs gated | allocs ungated |")
@@ -730,6 +731,39 @@ func handOffTable(r results) string {
 		fmt.Fprintln(&b, " (medians of the per-pass ratios).")
 	}
 	return b.String()
+}
+
+// renderRW is the read-write lock's table: its uncontended Lock+Unlock of
+// a reader and of a writer against the mutex's (time: BenchmarkRWMutexCost,
+// op by op in turn; allocations: BenchmarkRWMutexLockUnlock), and 8
+// readers against 8 writers on one key (BenchmarkRWMutexContended).
+func renderRW(b *strings.Builder, r results) {
+	cost := func(n int) string { return fmt.Sprintf("BenchmarkRWMutexCost/nodes=%d", n) }
+	lu := func(kind string, n int) string {
+		return fmt.Sprintf("BenchmarkRWMutexLockUnlock/kind=%s/nodes=%d", kind, n)
+	}
+	if _, ok := r.median(cost(1), "reader/mutex"); !ok {
+		return
+	}
+	fmt.Fprintln(b, "The read-write lock (RWMutex) against the mutex: uncontended Lock+Unlock, time as a ratio (BenchmarkRWMutexCost: the three timed op by op in turn, the ratio of the sums, median over passes of 200) and allocations per op (BenchmarkRWMutexLockUnlock). Goals: at most 1.15× the time and 3 allocations per master more.")
+	fmt.Fprintln(b)
+	fmt.Fprintln(b, "| nodes | reader ÷ mutex | writer ÷ mutex | allocs mutex | allocs reader | allocs writer |")
+	fmt.Fprintln(b, "| --- | --- | --- | --- | --- | --- |")
+	for _, n := range []int{1, 5, 9} {
+		rq, _ := r.median(cost(n), "reader/mutex")
+		wq, _ := r.median(cost(n), "writer/mutex")
+		am, _ := r.median(lu("mutex", n), "allocs/op")
+		ar, _ := r.median(lu("reader", n), "allocs/op")
+		aw, _ := r.median(lu("writer", n), "allocs/op")
+		fmt.Fprintf(b, "| %d | %.2f× | %.2f× | %.0f | %.0f | %.0f |\n", n, rq, wq, am, ar, aw)
+	}
+	fmt.Fprintln(b)
+	c := "BenchmarkRWMutexContended/nodes=5"
+	if q, ok := r.median(c, "readers/writers"); ok {
+		rd, _ := r.median(c, "reader-cs/s")
+		wr, _ := r.median(c, "writer-cs/s")
+		fmt.Fprintf(b, "8 readers on one key: %.0f critical sections/s; 8 writers on one key: %.0f/s; readers ÷ writers %.1f× (goal: at least 5×), N=5, each critical section 2 ms (BenchmarkRWMutexContended).\n\n", rd, wr, q)
+	}
 }
 
 // semaphoreTable is the Semaphore's rows: a permit's uncontended

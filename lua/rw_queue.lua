@@ -1,0 +1,46 @@
+-- rw_queue: handoff.lua for an RWMutex's waiting calls (rw_state.lua before
+-- it): take the call's registrations off its queue, queue it again when
+-- asked, and wake it at once when what it waits for is already gone. The
+-- masters never hand an RWMutex's key over: they wake its calls, which
+-- try (entries 'channel|hand|0|reg').
+--
+-- ARGV: role ('r': the readers' queue, 'w': the writers'), the Redlock's
+-- channel ch, the place pl to queue at ('0': not again), the call's
+-- hand-off value hd, its registration rg, the place its registrations are
+-- queued at, yield ('1': queue without waking anyone).
+--
+-- A writer's withdrawal (rg 0: it gave up, or it unlocks) also drops its
+-- claim 'c'..hd (rw_state.lua): the one way a claim goes before it
+-- expires. Readers it held back are woken when nothing else does.
+local k, role, ch, pl, hd, rg = KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+local q = role == 'r' and RQ or WQ
+local me, newer, woke = ch .. '|' .. hd .. '|', false, 0
+for _, m in ipairs(P('ZRANGEBYSCORE', q, ARGV[6], ARGV[6])) do
+  if m:sub(1, #me) == me then
+    if rg == 0 or (tonumber(m:match('(%d+)$')) or 0) <= rg then
+      P('ZREM', q, m)
+    else
+      newer = true
+    end
+  end
+end
+if rg == 0 and role == 'w' and redis.call('HDEL', k, 'c' .. hd) == 1 then
+  local r, w, c, last = scan(k)
+  expire(k, last)
+  if not w and c == 0 then
+    woke = wakeall(RQ, k, false)
+  end
+end
+if pl ~= '0' and rg ~= 0 and not newer then
+  P('ZADD', q, pl, me .. '0|' .. rg)
+  P('PEXPIRE', q, 60000)
+  if ARGV[7] ~= '1' then
+    local r, w, c = scan(k)
+    if role == 'r' and not w and c == 0 then
+      woke = wakeall(q, k, false)
+    elseif role == 'w' and not w and r == 0 then
+      woke = handon(k, q, nil, false)
+    end
+  end
+end
+return woke

@@ -1,0 +1,21 @@
+-- rw_release: drop an RWMutex hold on one master (handon.lua and
+-- rw_state.lua before it). ARGV: step name, role, value, the releasing
+-- Redlock's wake-up channel, rollback ('1': of a failed attempt). Then,
+-- with no writer left and no claim, every reader queued is woken; with no
+-- reader and no writer left, the first writer queued (handon.lua, skipping
+-- the releasing Redlock's own calls, which its Unlock wakes). Returns 1
+-- when the hold was live, plus 2 when a call was told.
+local k, role, value = KEYS[1], ARGV[2], ARGV[3]
+local f = role .. value
+local was = (tonumber(redis.call('HGET', k, f)) or -1) >= now and 1 or 0
+redis.call('HDEL', k, f)
+local r, w, c, last = scan(k)
+expire(k, last)
+local rb, woke = ARGV[5] == '1', 0
+if not w and c == 0 and role == 'w' then
+  woke = wakeall(RQ, k, rb)
+end
+if not w and r == 0 then
+  woke = math.max(woke, handon(k, WQ, ARGV[4], rb))
+end
+return was + woke

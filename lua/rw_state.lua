@@ -1,0 +1,56 @@
+-- rw_state: an RWMutex's state on one master, read once for every script
+-- of the read-write lock (rwmutex.go puts this file in front of each
+-- step's: rw_acquire.lua, rw_fence.lua, rw_extend.lua, rw_release.lua,
+-- rw_queue.lua).
+--
+-- KEYS[1] is the lock's key (lockKind.base: rw:{name}), a hash of its
+-- holders and claims, each a field naming the moment it expires on this
+-- master's clock (ms, from TIME: never a client's):
+--   'r' .. value   a reader's hold (one per reader, each its own expiry);
+--   'w' .. value   the writer's hold (at most one live);
+--   'c' .. hand    a waiting writer's claim (its call's hand-off value):
+--                  while one is live, no new reader is admitted.
+-- An entry is live through the millisecond it names (as Redis keeps a key
+-- through the millisecond its expiry names); the key expires with its
+-- latest entry. Derived keys (same hash slot: the base has a hash tag):
+-- KEYS[1] .. ':waiters' (the writers' queue, as WaitKey), KEYS[1] ..
+-- ':readers' (the readers' queue), KEYS[1] .. ':fence' (as FenceKey).
+local T = redis.call('TIME')
+local now = tonumber(T[1]) * 1000 + math.floor(tonumber(T[2]) / 1000)
+local WQ, RQ, FK = KEYS[1] .. ':waiters', KEYS[1] .. ':readers', KEYS[1] .. ':fence'
+
+-- scan drops the entries that expired and returns the live readers'
+-- count, the live writer's field (nil: none), the live claims' count and
+-- the latest expiry of the live entries but skip (0: none).
+local function scan(k, skip)
+  local f = redis.call('HGETALL', k)
+  local r, w, c, last = 0, nil, 0, 0
+  for i = 1, #f, 2 do
+    local at = tonumber(f[i + 1])
+    if not at or at < now then
+      redis.call('HDEL', k, f[i])
+    elseif f[i] ~= skip then
+      local role = f[i]:sub(1, 1)
+      if role == 'r' then
+        r = r + 1
+      elseif role == 'w' then
+        w = f[i]
+      else
+        c = c + 1
+      end
+      if at > last then
+        last = at
+      end
+    end
+  end
+  return r, w, c, last
+end
+
+-- expire makes the key live as long as its latest entry, or deletes it.
+local function expire(k, last)
+  if last > 0 then
+    redis.call('PEXPIRE', k, last - now)
+  else
+    redis.call('DEL', k)
+  end
+end

@@ -1,0 +1,562 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redlock/redlock"
+)
+
+// rwKey is the key an RWMutex named name keeps on the masters (see
+// Redlock.RWMutex): "rw:{name}" for a name without braces.
+func rwKey(name string) string { return "rw:{" + name + "}" }
+
+// rwEntries returns, per master, the fields of the RWMutex's hash with the
+// prefix given ("r": readers, "w": writers, "c": claims).
+func rwEntries(t *testing.T, cs []*redis.Client, name, prefix string) [][]string {
+	t.Helper()
+	out := make([][]string, len(cs))
+	for i, c := range cs {
+		fs, err := c.HKeys(context.Background(), rwKey(name)).Result()
+		if err != nil {
+			t.Fatalf("master %d: %v", i, err)
+		}
+		for _, f := range fs {
+			if f[:1] == prefix {
+				out[i] = append(out[i], f)
+			}
+		}
+	}
+	return out
+}
+
+func mustRLock(t *testing.T, m *redlock.RWMutex, opts ...redlock.Option) *redlock.Lock {
+	t.Helper()
+	l, err := m.TryRLock(context.Background(), opts...)
+	if err != nil {
+		t.Fatalf("TryRLock: %v", err)
+	}
+	return l
+}
+
+func unlock(t *testing.T, l *redlock.Lock) {
+	t.Helper()
+	if err := l.Unlock(context.Background()); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+}
+
+func refusedRW(t *testing.T, what string, l *redlock.Lock, err error) {
+	t.Helper()
+	if err == nil {
+		l.Unlock(context.Background())
+		t.Fatalf("%s: obtained, want refused", what)
+	}
+	if !errors.Is(err, redlock.ErrNotObtained) {
+		t.Fatalf("%s: %v, want ErrNotObtained", what, err)
+	}
+}
+
+// TestRWMutexReadersShareWriterExcludes: readers hold together; a writer
+// is refused while any reader holds, and holds alone.
+func TestRWMutexReadersShareWriterExcludes(t *testing.T) {
+	r := newRedlock(t, nodesOf(t, clients(t, masters().Addrs())))
+	ctx := context.Background()
+	m := r.RWMutex(testKey(t))
+	a, b := mustRLock(t, m), mustRLock(t, m)
+	l, err := m.TryLock(ctx)
+	refusedRW(t, "writer beside two readers", l, err)
+	unlock(t, a)
+	l, err = m.TryLock(ctx)
+	refusedRW(t, "writer beside one reader", l, err)
+	unlock(t, b)
+	w, err := m.TryLock(ctx)
+	if err != nil {
+		t.Fatalf("writer once the readers left: %v", err)
+	}
+	l, err = m.TryRLock(ctx)
+	refusedRW(t, "reader beside the writer", l, err)
+	l, err = m.TryLock(ctx)
+	refusedRW(t, "second writer", l, err)
+	if w.Key() != m.Name() {
+		t.Fatalf("Key() = %q, want the RWMutex's name %q", w.Key(), m.Name())
+	}
+	unlock(t, w)
+	unlock(t, mustRLock(t, m))
+}
+
+// cutNode is a master its client cannot reach while cut is set: every
+// command fails unsent.
+type cutNode struct {
+	redlock.Node
+	cut *atomic.Bool
+}
+
+var errCut = errors.New("cut off (test)")
+
+func (n cutNode) Exec(ctx context.Context, cmds []*redlock.Command) {
+	if n.cut.Load() {
+		for _, c := range cmds {
+			c.Err = errCut
+		}
+		return
+	}
+	n.Node.Exec(ctx, cmds)
+}
+
+// TestRWMutexDifferentMajorities: a reader and a writer that each reach a
+// different majority of 3 masters (they share one) never both hold, in
+// either order.
+func TestRWMutexDifferentMajorities(t *testing.T) {
+	addrs := masters().Addrs()[:3]
+	ctx := context.Background()
+	for _, readerFirst := range []bool{true, false} {
+		cs := clients(t, addrs)
+		var cut0, cut2, never atomic.Bool
+		cut0.Store(true)
+		cut2.Store(true)
+		ns := nodesOf(t, cs)
+		// The reader's Redlock cannot reach master 2, the writer's master 0.
+		rr := newRedlock(t, []redlock.Node{ns[0], ns[1], cutNode{ns[2], &cut2}})
+		rw := newRedlock(t, []redlock.Node{cutNode{nodesOf(t, clients(t, addrs))[0], &cut0}, cutNode{nodesOf(t, clients(t, addrs))[1], &never}, nodesOf(t, clients(t, addrs))[2]})
+		name := testKey(t)
+		if readerFirst {
+			rd := mustRLock(t, rr.RWMutex(name))
+			l, err := rw.RWMutex(name).TryLock(ctx)
+			refusedRW(t, "writer on masters 1, 2 while a reader holds 0, 1", l, err)
+			unlock(t, rd)
+		} else {
+			w, err := rw.RWMutex(name).TryLock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := rr.RWMutex(name).TryRLock(ctx)
+			refusedRW(t, "reader on masters 0, 1 while a writer holds 1, 2", l, err)
+			unlock(t, w)
+		}
+	}
+}
+
+// TestRWMutexReaderExpiryIsItsOwn: a 1 s reader that crashes (never
+// unlocks) ends neither an 8 s reader's hold nor, alone, keeps a writer
+// out past its 1 s.
+func TestRWMutexReaderExpiryIsItsOwn(t *testing.T) {
+	cs := clients(t, masters().Addrs())
+	r := newRedlock(t, nodesOf(t, cs))
+	ctx := context.Background()
+
+	name := testKey(t)
+	m := r.RWMutex(name)
+	mustRLock(t, m, redlock.WithTTL(time.Second)) // crashes: never unlocked
+	long := mustRLock(t, m, redlock.WithTTL(8*time.Second))
+	time.Sleep(1200 * time.Millisecond)
+	l, err := m.TryLock(ctx)
+	refusedRW(t, "writer while the 8 s reader holds", l, err)
+	settle(r)
+	// The writer's attempt ran on every master: each dropped the reader
+	// that expired there, and kept the other.
+	for i, rs := range rwEntries(t, cs, name, "r") {
+		if len(rs) != 1 || rs[0] != "r"+long.Value() {
+			t.Fatalf("master %d keeps readers %v 1.2 s in, want the 8 s reader's alone", i, rs)
+		}
+	}
+	if time.Until(long.Until()) < 6*time.Second {
+		t.Fatalf("8 s reader's Until is %v away", time.Until(long.Until()))
+	}
+	unlock(t, long)
+
+	m = r.RWMutex(testKey(t))
+	mustRLock(t, m, redlock.WithTTL(time.Second))
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	w, err := m.Lock(wctx, redlock.WithBackoff(10*time.Millisecond, 50*time.Millisecond))
+	if err != nil {
+		t.Fatalf("writer behind a crashed 1 s reader: %v", err)
+	}
+	if d := time.Since(start); d > 1500*time.Millisecond {
+		t.Fatalf("writer got in %v after a 1 s reader crashed", d)
+	}
+	unlock(t, w)
+}
+
+// TestRWMutexWriterNotStarved: a writer behind 4 readers that loop with
+// overlapping holds gets the lock within a few of their holds: its claim
+// keeps new readers out while the holding ones drain.
+func TestRWMutexWriterNotStarved(t *testing.T) {
+	r := newRedlock(t, nodesOf(t, clients(t, masters().Addrs())))
+	m := r.RWMutex(testKey(t))
+	const hold = 100 * time.Millisecond
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var reads atomic.Int64
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Duration(i) * hold / 4) // overlapping holds
+			for ctx.Err() == nil {
+				l, err := m.RLock(ctx, redlock.WithBackoff(5*time.Millisecond, 20*time.Millisecond))
+				if err != nil {
+					continue
+				}
+				reads.Add(1)
+				time.Sleep(hold)
+				l.Unlock(context.Background())
+			}
+		}()
+	}
+	defer func() { stop(); wg.Wait(); settle(r) }()
+	time.Sleep(2 * hold)
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	w, err := m.Lock(wctx, redlock.WithBackoff(5*time.Millisecond, 20*time.Millisecond))
+	if err != nil {
+		t.Fatalf("writer behind 4 looping readers (%d reads): %v", reads.Load(), err)
+	}
+	took := time.Since(start)
+	unlock(t, w)
+	if took > 8*hold {
+		t.Fatalf("writer waited %v behind readers holding %v each", took, hold)
+	}
+}
+
+// TestRWMutexGaveUpWriterLeavesNoClaim: a writer that gives up (its ctx
+// ends, or its retries run out) takes its claim away: a new reader gets
+// in at once, and no master keeps a claim.
+func TestRWMutexGaveUpWriterLeavesNoClaim(t *testing.T) {
+	cs := clients(t, masters().Addrs())
+	r := newRedlock(t, nodesOf(t, cs))
+	ctx := context.Background()
+	for _, how := range []string{"ctx", "retries"} {
+		name := testKey(t)
+		m := r.RWMutex(name)
+		rd := mustRLock(t, m)
+		limit := 400 * time.Millisecond
+		opts := []redlock.Option{redlock.WithBackoff(20*time.Millisecond, 40*time.Millisecond)}
+		if how == "retries" {
+			limit = 5 * time.Second
+			opts = append(opts, redlock.WithRetry(4))
+		}
+		wctx, cancel := context.WithTimeout(ctx, limit)
+		l, err := m.Lock(wctx, opts...)
+		cancel()
+		refusedRW(t, "writer behind a reader ("+how+")", l, err)
+		if how == "retries" && errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("4 attempts outlasted 5 s")
+		}
+		settle(r)
+		for i, c := range rwEntries(t, cs, name, "c") {
+			if len(c) != 0 {
+				t.Fatalf("%s: master %d keeps claims %v after the writer gave up", how, i, c)
+			}
+		}
+		unlock(t, mustRLock(t, m))
+		unlock(t, rd)
+	}
+}
+
+// TestRWMutexClaimKeepsReadersOut: while a writer waits, a new reader is
+// refused; the claim is on the masters that refused the writer.
+func TestRWMutexClaimKeepsReadersOut(t *testing.T) {
+	cs := clients(t, masters().Addrs())
+	r := newRedlock(t, nodesOf(t, cs))
+	ctx := context.Background()
+	name := testKey(t)
+	m := r.RWMutex(name)
+	rd := mustRLock(t, m)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		w, err := m.Lock(wctx, redlock.WithBackoff(20*time.Millisecond, 40*time.Millisecond))
+		if err == nil {
+			err = w.Unlock(ctx)
+		}
+		done <- err
+	}()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		n := 0
+		for _, c := range rwEntries(t, cs, name, "c") {
+			n += len(c)
+		}
+		if n == len(cs) {
+			break
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("claims on %d of %d masters 2 s after the writer queued", n, len(cs))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	l, err := m.TryRLock(ctx)
+	refusedRW(t, "new reader while a writer waits", l, err)
+	unlock(t, rd)
+	if err := <-done; err != nil {
+		t.Fatalf("writer once the reader left: %v", err)
+	}
+	cancel()
+}
+
+// TestRWMutexOptions: options that do not apply are a *ConfigError naming
+// them.
+func TestRWMutexOptions(t *testing.T) {
+	r := newRedlock(t, nodesOf(t, clients(t, masters().Addrs())))
+	ctx := context.Background()
+	m := r.RWMutex(testKey(t))
+	for _, c := range []struct {
+		field string
+		call  func() (*redlock.Lock, error)
+	}{
+		{"WithOwner", func() (*redlock.Lock, error) { return m.RLock(ctx, redlock.WithOwner("a")) }},
+		{"WithOwner", func() (*redlock.Lock, error) { return m.TryLock(ctx, redlock.WithOwner("a")) }},
+		{"WithFencing", func() (*redlock.Lock, error) { return m.TryRLock(ctx, redlock.WithFencing()) }},
+		{"key", func() (*redlock.Lock, error) { return r.RWMutex("").RLock(ctx) }},
+		{"RWMutex", func() (*redlock.Lock, error) { return (*redlock.RWMutex)(nil).Lock(ctx) }},
+	} {
+		_, err := c.call()
+		var ce *redlock.ConfigError
+		if !errors.As(err, &ce) || ce.Field != c.field {
+			t.Fatalf("got %v, want a *ConfigError naming %s", err, c.field)
+		}
+	}
+}
+
+// TestRWMutexFencing: writers' tokens strictly increase, across readers
+// in between.
+func TestRWMutexFencing(t *testing.T) {
+	r := newRedlock(t, nodesOf(t, clients(t, masters().Addrs())))
+	ctx := context.Background()
+	m := r.RWMutex(testKey(t))
+	var last uint64
+	for range 3 {
+		w, err := m.Lock(ctx, redlock.WithFencing())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Fence() <= last {
+			t.Fatalf("writer's token %d after %d", w.Fence(), last)
+		}
+		last = w.Fence()
+		unlock(t, w)
+		unlock(t, mustRLock(t, m))
+	}
+}
+
+// TestRWMutexExtendAndAutoExtend: a reader and a writer extend, renew
+// with auto-extend past their TTL, and keep Until and Done as a mutex's.
+func TestRWMutexExtendAndAutoExtend(t *testing.T) {
+	r := newRedlock(t, nodesOf(t, clients(t, masters().Addrs())))
+	ctx := context.Background()
+	m := r.RWMutex(testKey(t))
+	rd, err := m.RLock(ctx, redlock.WithTTL(400*time.Millisecond), redlock.WithAutoExtend())
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	select {
+	case <-rd.Done():
+		t.Fatalf("auto-extended reader lost: %v", context.Cause(rd.Context()))
+	default:
+	}
+	l, err := m.TryLock(ctx)
+	refusedRW(t, "writer while an auto-extended reader holds", l, err)
+	if err := rd.Extend(ctx, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Until(rd.Until()); d < 4*time.Second || d > 5*time.Second {
+		t.Fatalf("Until %v away after Extend(5 s)", d)
+	}
+	unlock(t, rd)
+
+	w, err := m.Lock(ctx, redlock.WithTTL(400*time.Millisecond), redlock.WithAutoExtend())
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	l, err = m.TryRLock(ctx)
+	refusedRW(t, "reader while an auto-extended writer holds", l, err)
+	if err := w.Extend(ctx, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	unlock(t, w)
+}
+
+// TestRWMutexNameAlsoMutex: a name used as a mutex and as an RWMutex names
+// two locks.
+func TestRWMutexNameAlsoMutex(t *testing.T) {
+	r := newRedlock(t, nodesOf(t, clients(t, masters().Addrs())))
+	ctx := context.Background()
+	name := testKey(t)
+	mu, err := r.TryLock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := r.RWMutex(name).TryLock(ctx)
+	if err != nil {
+		t.Fatalf("RWMutex writer beside the mutex of the same name: %v", err)
+	}
+	unlock(t, w)
+	unlock(t, mu)
+}
+
+// evalCounted returns a Redlock over the shared masters whose clients
+// count the EVALs they send.
+func evalCounted(t *testing.T) (*redlock.Redlock, *sentCounter) {
+	t.Helper()
+	sc := &sentCounter{Name: "eval"}
+	cs := clients(t, masters().Addrs())
+	for _, c := range cs {
+		c.AddHook(sc)
+	}
+	return newRedlock(t, nodesOf(t, cs)), sc
+}
+
+// quiet fails the test when sc counts a request in the next d: the waiting
+// calls do not poll.
+func quiet(t *testing.T, sc *sentCounter, d time.Duration, what string) {
+	t.Helper()
+	before := sc.N.Load()
+	time.Sleep(d)
+	if n := sc.N.Load() - before; n != 0 {
+		t.Fatalf("%s sent %d EVALs in %v: they poll", what, n, d)
+	}
+}
+
+// slow is a backoff whose first step is far longer than a wake-up takes.
+var slow = redlock.WithBackoff(10*time.Second, 20*time.Second)
+
+// TestRWMutexWriterReleaseWakesEveryReader: readers of another process
+// waiting behind a writer sleep (they send nothing) and are woken together
+// by its Unlock, long before their backoff.
+func TestRWMutexWriterReleaseWakesEveryReader(t *testing.T) {
+	ctx := context.Background()
+	ra := newRedlock(t, nodesOf(t, clients(t, masters().Addrs())))
+	rb, sc := evalCounted(t)
+	name := testKey(t)
+	w, err := ra.RWMutex(name).TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan time.Time, 3)
+	for range 3 {
+		go func() {
+			l, err := rb.RWMutex(name).RLock(ctx, slow)
+			if err != nil {
+				t.Error(err)
+				got <- time.Time{}
+				return
+			}
+			got <- time.Now()
+			<-time.After(200 * time.Millisecond)
+			l.Unlock(ctx)
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // their attempts and registrations
+	quiet(t, sc, time.Second, "readers waiting behind a writer")
+	unlocked := time.Now()
+	unlock(t, w)
+	for range 3 {
+		at := <-got
+		if d := at.Sub(unlocked); d > time.Second {
+			t.Fatalf("a reader got in %v after the writer's Unlock", d)
+		}
+	}
+	settle(rb)
+}
+
+// TestRWMutexLastReaderWakesWriter: a writer of another process waiting
+// behind readers sleeps, and the last reader's Unlock wakes it.
+func TestRWMutexLastReaderWakesWriter(t *testing.T) {
+	ctx := context.Background()
+	ra := newRedlock(t, nodesOf(t, clients(t, masters().Addrs())))
+	rb, sc := evalCounted(t)
+	name := testKey(t)
+	m := ra.RWMutex(name)
+	a, b := mustRLock(t, m), mustRLock(t, m)
+	got := make(chan time.Time, 1)
+	go func() {
+		w, err := rb.RWMutex(name).Lock(ctx, slow)
+		if err != nil {
+			t.Error(err)
+			got <- time.Time{}
+			return
+		}
+		got <- time.Now()
+		w.Unlock(ctx)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	quiet(t, sc, time.Second, "a writer waiting behind readers")
+	unlock(t, a)
+	select {
+	case <-got:
+		t.Fatal("writer got in beside a reader")
+	case <-time.After(200 * time.Millisecond):
+	}
+	unlocked := time.Now()
+	unlock(t, b)
+	if d := (<-got).Sub(unlocked); d > time.Second {
+		t.Fatalf("writer got in %v after the last reader's Unlock", d)
+	}
+	settle(rb)
+}
+
+// TestRWMutexFencingDefault: a Redlock made WithFencing gives its writers
+// tokens, and its readers none (not a *ConfigError): the default applies
+// to the calls that take tokens.
+func TestRWMutexFencingDefault(t *testing.T) {
+	r := newRedlock(t, nodesOf(t, clients(t, masters().Addrs())), redlock.WithFencing())
+	ctx := context.Background()
+	m := r.RWMutex(testKey(t))
+	rd, err := m.TryRLock(ctx)
+	if err != nil {
+		t.Fatalf("reader of a Redlock made WithFencing: %v", err)
+	}
+	if rd.Fence() != 0 {
+		t.Fatalf("reader got token %d", rd.Fence())
+	}
+	unlock(t, rd)
+	w, err := m.TryLock(ctx)
+	if err != nil || w.Fence() == 0 {
+		t.Fatalf("writer of a Redlock made WithFencing: token %d, %v", w.Fence(), err)
+	}
+	unlock(t, w)
+}
+
+// TestRWMutexOnClusterMasters: on masters that are each a Redis Cluster,
+// readers share, a writer excludes, waits and is woken by this process's
+// last reader's Unlock, and takes a fence token: the derived keys the
+// scripts name (the queues, the fence counter) are in the lock's slot.
+func TestRWMutexOnClusterMasters(t *testing.T) {
+	r := newRedlock(t, clusterNodes(clusterMasters(t)))
+	ctx := context.Background()
+	m := r.RWMutex(testKey(t))
+	a, b := mustRLock(t, m), mustRLock(t, m)
+	l, err := m.TryLock(ctx)
+	refusedRW(t, "writer beside readers on Cluster masters", l, err)
+	got := make(chan error, 1)
+	go func() {
+		w, err := m.Lock(ctx, redlock.WithFencing(), slow)
+		if err == nil {
+			err = w.Unlock(ctx)
+		}
+		got <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	unlock(t, a)
+	unlock(t, b)
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("writer not woken within 1 s of the last reader's Unlock on Cluster masters")
+	}
+}
