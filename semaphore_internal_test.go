@@ -66,7 +66,7 @@ if v and v ~= ARGV[1] then
 	semAcquireFencedSrc = script(fenceLua, semLua, semHoldLua, acquire)
 	gatedSemAcquireSrc = script(gateLua, gatedLua, semLua, semHoldLua, acquire)
 	gatedSemAcqFencedSrc = script(gateLua, gatedLua, fenceLua, semLua, semHoldLua, acquire)
-	semReleaseSrc = script(handonLua, semLua, release)
+	semReleaseSrc = script(handonLua, release)
 	t.Cleanup(func() {
 		semAcquireSrc, semAcquireFencedSrc, gatedSemAcquireSrc, gatedSemAcqFencedSrc, semReleaseSrc = a, af, ga, gaf, rl
 	})
