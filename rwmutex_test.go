@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock/redlock"
+	"github.com/redlock/redlock/internal/redistest"
 )
 
 // rwKey is the key an RWMutex named name keeps on the masters (see
@@ -559,4 +561,52 @@ func TestRWMutexOnClusterMasters(t *testing.T) {
 	case <-time.After(time.Second):
 		t.Fatal("writer not woken within 1 s of the last reader's Unlock on Cluster masters")
 	}
+}
+
+// TestRWMutexOnSentinelMasters: two Sentinel-managed masters and a plain
+// one: readers share, the writer excludes, and the hash is on the
+// primaries.
+func TestRWMutexOnSentinelMasters(t *testing.T) {
+	start := func(opts redistest.Options) *redistest.Server { return redistest.StartServerT(t, opts) }
+	var urls []string
+	var primaries []*redistest.Server
+	for _, master := range []string{"m1", "m2"} {
+		p := start(redistest.Options{})
+		host, port, _ := net.SplitHostPort(p.Addr())
+		start(redistest.Options{Args: []string{"--replicaof", host, port}})
+		s := start(redistest.Options{Sentinel: map[string]string{master: p.Addr()}})
+		primaries = append(primaries, p)
+		urls = append(urls, "redis+sentinel://"+s.Addr()+"?master_name="+master)
+	}
+	urls = append(urls, masters().Addrs()[0])
+	r, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx := context.Background()
+	name := testKey(t)
+	m := r.RWMutex(name)
+	a, b := mustRLock(t, m), mustRLock(t, m)
+	l, err := m.TryLock(ctx)
+	refusedRW(t, "writer beside readers on Sentinel-managed masters", l, err)
+	for _, p := range primaries {
+		// TryRLock returns at a quorum: the last EVAL may be on its way.
+		c := redis.NewClient(&redis.Options{Addr: p.Addr()})
+		var n int64
+		for end := time.Now().Add(2 * time.Second); n < 2 && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			n, err = c.HLen(ctx, rwKey(name)).Result()
+		}
+		c.Close()
+		if err != nil || n < 2 {
+			t.Errorf("primary %s holds %d entries of the read-write lock, want its 2 readers (%v)", p.Addr(), n, err)
+		}
+	}
+	unlock(t, a)
+	unlock(t, b)
+	w, err := m.TryLock(ctx, redlock.WithFencing())
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock(t, w)
 }
