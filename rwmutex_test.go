@@ -610,3 +610,42 @@ func TestRWMutexOnSentinelMasters(t *testing.T) {
 	}
 	unlock(t, w)
 }
+
+// TestRWMutexReplicaConfirmAndGate: readers and a fenced writer whose
+// votes their masters' replicas confirm (WithReplicaConfirm), and behind
+// the restart gate (WithRestartGate): on masters up long enough, they
+// hold as without them; a gate longer than the masters' uptime refuses
+// every vote with ErrRestartGate.
+func TestRWMutexReplicaConfirmAndGate(t *testing.T) {
+	ms := startReplicated(t, 3)
+	r := newRedlock(t, replicatedNodes(t, ms), redlock.WithReplicaConfirm(1))
+	ctx := context.Background()
+	m := r.RWMutex(testKey(t))
+	a, b := mustRLock(t, m), mustRLock(t, m)
+	l, err := m.TryLock(ctx)
+	refusedRW(t, "writer beside replica-confirmed readers", l, err)
+	unlock(t, a)
+	unlock(t, b)
+	w, err := m.TryLock(ctx, redlock.WithFencing())
+	if err != nil || w.Fence() == 0 {
+		t.Fatalf("replica-confirmed fenced writer: token %d, %v", w.Fence(), err)
+	}
+	unlock(t, w)
+
+	g := newRedlock(t, nodesOf(t, clients(t, masters().Addrs())))
+	gm := g.RWMutex(testKey(t))
+	rd, err := gm.TryRLock(ctx, redlock.WithTTL(time.Second), redlock.WithRestartGate(time.Second))
+	if err != nil {
+		t.Fatalf("reader behind a 1 s restart gate: %v", err)
+	}
+	unlock(t, rd)
+	wr, err := gm.TryLock(ctx, redlock.WithTTL(time.Second), redlock.WithRestartGate(time.Second), redlock.WithFencing(), redlock.WithAutoExtend())
+	if err != nil {
+		t.Fatalf("fenced writer behind a 1 s restart gate: %v", err)
+	}
+	unlock(t, wr)
+	_, err = gm.TryRLock(ctx, redlock.WithRestartGate(24*365*time.Hour))
+	if !errors.Is(err, redlock.ErrRestartGate) {
+		t.Fatalf("reader behind a gate of a year: %v, want ErrRestartGate", err)
+	}
+}
