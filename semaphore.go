@@ -206,7 +206,7 @@ var (
 	semAcquireSrc        any = script(semLua, semHoldLua, semAcquireLua)
 	semAcquireFencedSrc  any = script(fenceLua, semLua, semHoldLua, semAcquireLua)
 	semExtendSrc         any = script(semLua, semHoldLua, semExtendLua)
-	semReleaseSrc        any = script(handonLua, semLua, semReleaseLua)
+	semReleaseSrc        any = script(handonLua, semReleaseLua)
 	semFenceSrc          any = script(semLua, semFenceLua)
 	gatedSemAcquireSrc   any = script(gateLua, gatedLua, semLua, semHoldLua, semAcquireLua)
 	gatedSemAcqFencedSrc any = script(gateLua, gatedLua, fenceLua, semLua, semHoldLua, semAcquireLua)

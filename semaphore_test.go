@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -498,6 +499,60 @@ func TestSemaphoreFair(t *testing.T) {
 	for i, n := range got {
 		if n < total/clientsN/4 {
 			t.Errorf("client %d took %d permits of %d in %v; want at least a quarter of its share: %v", i, n, total, window, got)
+		}
+	}
+}
+
+// TestSemaphoreOnSentinelMasters: two Sentinel-managed masters and a plain
+// one: 2 permits, one fenced, a third refused, and the slots on the
+// primaries.
+func TestSemaphoreOnSentinelMasters(t *testing.T) {
+	start := func(opts redistest.Options) *redistest.Server { return redistest.StartServerT(t, opts) }
+	var urls []string
+	var primaries []*redistest.Server
+	for _, master := range []string{"m1", "m2"} {
+		p := start(redistest.Options{})
+		host, port, _ := net.SplitHostPort(p.Addr())
+		start(redistest.Options{Args: []string{"--replicaof", host, port}})
+		s := start(redistest.Options{Sentinel: map[string]string{master: p.Addr()}})
+		primaries = append(primaries, p)
+		urls = append(urls, "redis+sentinel://"+s.Addr()+"?master_name="+master)
+	}
+	urls = append(urls, masters().Addrs()[0])
+	r, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx := context.Background()
+	name := testKey(t)
+	s := r.Semaphore(name, 2)
+	a, err := s.TryAcquire(ctx, redlock.WithFencing())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.TryAcquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TryAcquire(ctx); !errors.Is(err, redlock.ErrNotObtained) {
+		t.Errorf("a third permit of 2 on Sentinel-managed masters: %v", err)
+	}
+	for _, p := range primaries {
+		// TryAcquire returns at a quorum: the last EVAL may be on its way.
+		c := redis.NewClient(&redis.Options{Addr: p.Addr()})
+		var n int
+		for end := time.Now().Add(2 * time.Second); n < 2 && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			n = len(semHolders(t, []*redis.Client{c}, name)[0])
+		}
+		c.Close()
+		if n < 2 {
+			t.Errorf("primary %s holds %d permits, want 2", p.Addr(), n)
+		}
+	}
+	for _, l := range []*redlock.Lock{a, b} {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

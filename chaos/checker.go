@@ -15,6 +15,10 @@ type Findings struct {
 	// [acquired, min(until, lost, released)] intersect. Windows that only touch
 	// (one ends when the other begins) do not overlap.
 	Overlaps []Overlap
+	// OverGrants, in a scenario on Semaphores (whose permits are recorded
+	// as sharing holds, Read), are the moments more holders than permits
+	// held one (CheckPermits).
+	OverGrants []string `json:",omitempty"`
 
 	// Late writes were made after their holder's validity ended: at its
 	// Until as last renewed, or when its lock was lost (Done), if sooner.

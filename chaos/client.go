@@ -188,6 +188,8 @@ func (e *env) acquireAs(ctx context.Context, c *client, key string, timeout time
 	var l *redlock.Lock
 	var err error
 	switch {
+	case e.permits > 0:
+		l, err = c.rl.Semaphore(key, e.permits).Acquire(actx, opts...)
 	case read:
 		l, err = c.rl.RWMutex(key).RLock(actx, opts...)
 	case e.rw:

@@ -136,7 +136,8 @@ func TestSafeScenarioNames(t *testing.T) {
 	want := "minority-kill,minority-kill-mid-acquire,minority-pause,minority-partition,shard-kill,subscriptions-drop,majority-kill," +
 		"restart-no-persistence-immediate-gated,restart-no-persistence-immediate-fenced-gated,failover-without-key-confirmed," +
 		"process-minority-kill,process-holder-kill,rw-minority-kill,rw-minority-pause,rw-minority-partition," +
-		"rw-restart-no-persistence-immediate-gated,rw-process-minority-kill,restart-delayed"
+		"rw-restart-no-persistence-immediate-gated,rw-process-minority-kill," +
+		"permits-minority-kill,permits-minority-pause,permits-minority-partition,permits-process-minority-kill,restart-delayed"
 	if got != want {
 		t.Fatalf("SafeScenarioNames() = %s, want %s", got, want)
 	}

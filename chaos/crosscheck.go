@@ -33,6 +33,9 @@ type CrossCheck struct {
 	// register: a write is accepted exactly when its token is at least the
 	// highest accepted before. Empty without fencing.
 	Register porcupine.CheckResult `json:",omitempty"`
+	// Permits, in a scenario on Semaphores, is porcupine's verdict
+	// against a semaphore of that many permits (permitModel).
+	Permits porcupine.CheckResult `json:",omitempty"`
 	// Disagree says where porcupine and [Check] differ; empty when they agree.
 	Disagree []string `json:",omitempty"`
 	Took     time.Duration

@@ -20,12 +20,14 @@ import (
 // env is one scenario's world: the masters, the recorder, the resource,
 // and the workload's clients.
 type env struct {
-	cl          cluster.Cluster
-	n           int // masters
-	quorum      int
-	ttl         time.Duration
-	fencing     bool
-	rw          bool          // the workload's keys are RWMutexes: readers and writers (scenario.rw)
+	cl      cluster.Cluster
+	n       int // masters
+	quorum  int
+	ttl     time.Duration
+	fencing bool
+	rw      bool // the workload's keys are RWMutexes: readers and writers (scenario.rw)
+	permits int  // the workload's keys are Semaphores of this many permits (scenario.permits); 0: not
+
 	adapter     string        // Config.Adapter: the contenders' clients
 	restartGate time.Duration // the clients' WithRestartGate; 0: off
 	confirm     bool          // the clients take locks WithReplicaConfirm(1)
@@ -105,7 +107,14 @@ func (e *env) work(ctx context.Context, stop <-chan struct{}, c *client) {
 	for !stopped(ctx, stop) {
 		e.gate.RLock()
 		key := e.keys[rand.IntN(len(e.keys))]
-		if e.rw && rand.IntN(3) != 0 {
+		if e.permits > 0 {
+			// A permit: it holds beside up to permits-1 others, and writes
+			// nothing (recorded as sharing, Read; CheckPermits counts).
+			if h := e.acquireAs(ctx, c, key, e.ttl, true); h != nil {
+				time.Sleep(e.hold/2 + rand.N(e.hold))
+				e.release(h)
+			}
+		} else if e.rw && rand.IntN(3) != 0 {
 			// A reader: it holds beside other readers, and writes nothing.
 			if h := e.acquireAs(ctx, c, key, e.ttl, true); h != nil {
 				time.Sleep(e.hold/2 + rand.N(e.hold))

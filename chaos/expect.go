@@ -22,8 +22,8 @@ type expectation struct {
 }
 
 var (
-	noOverlap = expectation{"no two holders of a key at once",
-		func(o *outcome) bool { return len(o.Overlaps) == 0 }}
+	noOverlap = expectation{"no two holders of a key at once (of a Semaphore: no more than its permits)",
+		func(o *outcome) bool { return len(o.Overlaps) == 0 && len(o.OverGrants) == 0 }}
 	overlapFound = expectation{"the checker finds two holders of a key at once",
 		func(o *outcome) bool { return len(o.Overlaps) > 0 }}
 	noUnsafeWrite = expectation{"no late or stale write accepted",

@@ -243,6 +243,8 @@ func (p *procs) run(client int, key, masters string) {
 	// a writer that only holds), the others its writers.
 	mode, writer := []string{"--fencing"}, []string{}
 	switch {
+	case p.e.permits > 0:
+		mode, writer = []string{"--permits", strconv.Itoa(p.e.permits)}, []string{"--read"}
 	case p.e.rw && client%2 == 1:
 		mode, writer = []string{"--read"}, []string{"--read"}
 	case p.e.rw:

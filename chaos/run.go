@@ -262,7 +262,7 @@ func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenari
 	}
 	rec := newRecorder()
 	e := &env{
-		cl: cl, n: cfg.Nodes, quorum: cfg.Nodes/2 + 1, ttl: cfg.TTL, fencing: sc.fencing, rw: sc.rw, adapter: cfg.Adapter,
+		cl: cl, n: cfg.Nodes, quorum: cfg.Nodes/2 + 1, ttl: cfg.TTL, fencing: sc.fencing, rw: sc.rw, permits: sc.permits, adapter: cfg.Adapter,
 		rec: rec, res: newResource(rec, sc.fencing), faulted: make([]bool, cfg.Nodes),
 		hold: 4 * time.Millisecond, soak: cfg.Soak,
 	}
@@ -370,6 +370,11 @@ func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenari
 	}
 	h := rec.history()
 	o := &outcome{Findings: Check(h), h: h, leaked: len(leaked), ttl: cfg.TTL}
+	var pf PermitFindings
+	if sc.permits > 0 {
+		pf = CheckPermits(h, sc.permits)
+		o.OverGrants = pf.Over
+	}
 	sr.Findings, sr.Faults, sr.Leaked, sr.LeakedKeys, sr.History = o.Findings, h.Faults, len(leaked), leaked, h
 	sr.Outcome = summary(o.Findings)
 	if cfg.Adapter == AdapterMixed && !sc.procs {
@@ -377,6 +382,11 @@ func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenari
 	}
 	sr.Failed = judge(o, sc.want)
 	sr.CrossCheck = crossCheck(h, o.Findings, sc.fencing)
+	if sc.permits > 0 {
+		var d []string
+		sr.CrossCheck.Permits, d = crossCheckPermits(h, sc.permits, pf)
+		sr.CrossCheck.Disagree = append(sr.CrossCheck.Disagree, d...)
+	}
 	for _, d := range sr.CrossCheck.Disagree {
 		sr.Failed = append(sr.Failed, "porcupine and our checker agree: "+d)
 	}

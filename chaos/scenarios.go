@@ -20,6 +20,7 @@ type scenario struct {
 	extend     bool // extending clients (auto-extend, Extend by hand) join the workload
 	procs      bool // the workload is client processes (redlock exec --fencing around a writer), not goroutines
 	rw         bool // the workload's keys are RWMutexes: readers (RLock; redlock exec --read) and writers
+	permits    int  // the workload's keys are Semaphores of this many permits (Acquire; redlock exec --permits); 0: locks
 	gated      bool // every client takes locks WithRestartGate(the scripted holder's TTL)
 	sentinels  bool // the masters are each a primary, a replica and a Sentinel ([cluster.Sentinels]), started for this scenario
 	confirm    bool // every client takes locks WithReplicaConfirm(1)
@@ -202,6 +203,35 @@ var scenarios = []scenario{
 		procs:   true,
 		fencing: true,
 		rw:      true,
+		script:  cycle(kindKill, "start", (*env).minority, cluster.Cluster.Kill, cluster.Cluster.Start),
+		want:    []expectation{noOverlap, noUnsafeWrite, available},
+	},
+	{
+		name:    "permits-minority-kill",
+		about:   "minority-kill on Semaphores of 2 permits: (N-1)/2 masters killed and started again empty: never more than 2 holders; safe and available",
+		permits: 2,
+		script:  cycle(kindKill, "start", (*env).minority, cluster.Cluster.Kill, cluster.Cluster.Start),
+		want:    []expectation{noOverlap, noUnsafeWrite, available},
+	},
+	{
+		name:    "permits-minority-pause",
+		about:   "minority-pause on Semaphores of 2 permits: safe and available",
+		permits: 2,
+		script:  cycle(kindPause, "resume", (*env).minority, cluster.Cluster.Pause, cluster.Cluster.Resume),
+		want:    []expectation{noOverlap, noUnsafeWrite, available},
+	},
+	{
+		name:    "permits-minority-partition",
+		about:   "minority-partition on Semaphores of 2 permits: safe and available",
+		permits: 2,
+		script:  cycle(kindPartition, "heal", (*env).minority, cluster.Cluster.Partition, cluster.Cluster.Heal),
+		want:    []expectation{noOverlap, noUnsafeWrite, available},
+	},
+	{
+		name:    "permits-process-minority-kill",
+		about:   "client processes on Semaphores of 2 permits (redlock exec --permits 2 around a holder that writes nothing) while (N-1)/2 masters are killed and started again empty: safe and available",
+		procs:   true,
+		permits: 2,
 		script:  cycle(kindKill, "start", (*env).minority, cluster.Cluster.Kill, cluster.Cluster.Start),
 		want:    []expectation{noOverlap, noUnsafeWrite, available},
 	},

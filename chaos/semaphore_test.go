@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock/redlock"
+	"github.com/redlock/redlock/internal/faultproxy"
 	"github.com/redlock/redlock/internal/redistest"
 )
 
@@ -132,12 +133,76 @@ func reaching(t *testing.T, addrs []string, reach []int) *redlock.Redlock {
 }
 
 // TestExecPermitsProcesses: real `redlock exec --permits 2` processes
-// contend for a semaphore over 5 masters while 2 of them (a minority) are
-// killed; the commands' own records of when they ran are the history, and
-// neither checker finds more than 2 running at once.
+// contend for a semaphore over 5 masters (through fault proxies) while a
+// minority of them is killed, paused, partitioned away, or restarted empty
+// at once behind the restart gate; the commands' own records of when they
+// ran are the history, and neither checker finds more than 2 running at
+// once.
 func TestExecPermitsProcesses(t *testing.T) {
 	bin := redlockBinary(t)
+	for _, sc := range []struct {
+		name  string
+		args  []string
+		fault func(t *testing.T, c *redistest.Cluster, ps []*faultproxy.Proxy)
+	}{
+		{"minority kill", nil, func(t *testing.T, c *redistest.Cluster, _ []*faultproxy.Proxy) {
+			for _, i := range []int{0, 1} {
+				if err := c.Servers[i].Kill(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+		{"minority pause", nil, func(t *testing.T, c *redistest.Cluster, _ []*faultproxy.Proxy) {
+			for _, i := range []int{0, 1} {
+				if err := c.Servers[i].Pause(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(time.Second)
+			for _, i := range []int{0, 1} {
+				if err := c.Servers[i].Resume(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+		{"minority partition", nil, func(t *testing.T, _ *redistest.Cluster, ps []*faultproxy.Proxy) {
+			ps[3].Blackhole()
+			ps[4].Blackhole()
+			time.Sleep(time.Second)
+			ps[3].Heal()
+			ps[4].Heal()
+		}},
+		{"gated empty restart", []string{"--restart-gate", "2500ms"}, func(t *testing.T, c *redistest.Cluster, _ []*faultproxy.Proxy) {
+			for _, i := range []int{0, 1} {
+				if err := c.Servers[i].Restart(false); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+	} {
+		t.Run(sc.name, func(t *testing.T) { permitProcesses(t, bin, sc.args, sc.fault) })
+	}
+}
+
+func permitProcesses(t *testing.T, bin string, extra []string, fault func(*testing.T, *redistest.Cluster, []*faultproxy.Proxy)) {
 	c := redistest.StartT(t, 5, redistest.Options{})
+	var ps []*faultproxy.Proxy
+	var addrs []string
+	for _, a := range c.Addrs() {
+		p, err := faultproxy.New(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		ps, addrs = append(ps, p), append(addrs, p.Addr())
+	}
+	if len(extra) > 0 { // the restart gate: let the fresh masters' gates open
+		for _, a := range c.Addrs() {
+			if err := redistest.WaitUp(context.Background(), a, 2600*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	name, log := "chaos-permits", filepath.Join(t.TempDir(), "log")
 	const procs, permits, rounds = 6, 2, 4
 	script := `echo "start $REDLOCK_ID $(date +%s%N)" >> "$1"; sleep 0.1; echo "end $REDLOCK_ID $(date +%s%N)" >> "$1"`
@@ -146,8 +211,9 @@ func TestExecPermitsProcesses(t *testing.T) {
 	for p := range procs {
 		wg.Go(func() {
 			for r := range rounds {
-				cmd := exec.Command(bin, "exec", "--permits", strconv.Itoa(permits), "--ttl", "2s", "--wait", "20s", name, "--", "sh", "-c", script, "sh", log)
-				cmd.Env = append(os.Environ(), "REDLOCK_MASTERS="+strings.Join(c.Addrs(), ","), "REDLOCK_ID="+strconv.Itoa(p*rounds+r))
+				args := append([]string{"exec", "--permits", strconv.Itoa(permits), "--ttl", "2s", "--wait", "20s"}, extra...)
+				cmd := exec.Command(bin, append(args, name, "--", "sh", "-c", script, "sh", log)...)
+				cmd.Env = append(os.Environ(), "REDLOCK_MASTERS="+strings.Join(addrs, ","), "REDLOCK_ID="+strconv.Itoa(p*rounds+r))
 				if out, err := cmd.CombinedOutput(); err != nil {
 					errs <- fmt.Errorf("exec %d: %v: %s", p*rounds+r, err, out)
 				}
@@ -155,11 +221,7 @@ func TestExecPermitsProcesses(t *testing.T) {
 		})
 	}
 	time.Sleep(300 * time.Millisecond)
-	for _, i := range []int{0, 1} {
-		if err := c.Servers[i].Kill(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fault(t, c, ps)
 	wg.Wait()
 	close(errs)
 	for err := range errs {

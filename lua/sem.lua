@@ -1,6 +1,6 @@
 -- sem: a Semaphore's permits on this master, written once. protocol.go puts
--- this file in front of every permit script (sem_acquire.lua,
--- sem_extend.lua, sem_fence.lua, sem_release.lua, sem_free.lua); sem_hold.lua
+-- this file in front of every permit script but the release (sem_acquire.lua,
+-- sem_extend.lua, sem_fence.lua, sem_free.lua); sem_hold.lua
 -- comes after it in those that take or extend a slot.
 --
 -- KEYS[1] is the semaphore's hash (sem:{name}): field 'L' the limit its

@@ -1,4 +1,5 @@
--- release a permit (handon.lua and sem.lua before it): while slot ARGV[2]
+-- release a permit (handon.lua before it; it reads the hash as sem.lua
+-- describes it, and needs none of its routines): while slot ARGV[2]
 -- of KEYS[1] is held by ARGV[1] (live or not), free it, and wake the first
 -- call waiting for a permit in KEYS[2], the queue, skipping those of the
 -- releasing Redlock's channel ARGV[3], as release.lua does for a mutex: a
@@ -6,6 +7,7 @@
 -- '1': a failed attempt's rollback. Returns 0, 1 (freed) or 3 (and woke).
 -- The hash and its limit stay until its PEXPIRE (its latest hold's end):
 -- a vote finds no live holder then and stores its own limit.
+local k, s = KEYS[1], ARGV[2]
 if redis.pcall('HGET', k, 'v' .. s) ~= ARGV[1] then
   return 0
 end

@@ -310,6 +310,37 @@ func lockKinds(t *testing.T, nodes []redlock.Node, keys []string) {
 		if last == 0 {
 			t.Errorf("no fence token for %q", ky)
 		}
+		permits(t, r, other, ky)
+	}
+}
+
+// permits takes the 2 permits of the Semaphore named ky, one fenced, one
+// by each Redlock, checks that a third is refused, extends one and gives
+// both back: the permit scripts' keys share ky's hash slot.
+func permits(t *testing.T, r, other *redlock.Redlock, ky string) {
+	t.Helper()
+	ctx := context.Background()
+	a, err := r.Semaphore(ky, 2).TryAcquire(ctx, redlock.WithFencing())
+	if err != nil {
+		t.Fatalf("fenced permit of %q: %v", ky, err)
+	}
+	if a.Fence() == 0 {
+		t.Errorf("fenced permit of %q: no token", ky)
+	}
+	b, err := other.Semaphore(ky, 2).TryAcquire(ctx)
+	if err != nil {
+		t.Fatalf("second permit of %q: %v", ky, err)
+	}
+	if _, err := r.Semaphore(ky, 2).TryAcquire(ctx); !errors.Is(err, redlock.ErrNotObtained) {
+		t.Errorf("third permit of 2 of %q: %v; want ErrNotObtained", ky, err)
+	}
+	if err := a.Extend(ctx, 3*time.Second); err != nil {
+		t.Errorf("permit of %q: Extend: %v", ky, err)
+	}
+	for _, l := range []*redlock.Lock{a, b} {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatalf("permit of %q: Unlock: %v", ky, err)
+		}
 	}
 }
 
