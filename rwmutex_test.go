@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock/redlock"
+	"github.com/redlock/redlock/internal/redistest"
 )
 
 // rwKey is the key an RWMutex named name keeps on the masters (see
@@ -558,5 +560,92 @@ func TestRWMutexOnClusterMasters(t *testing.T) {
 		}
 	case <-time.After(time.Second):
 		t.Fatal("writer not woken within 1 s of the last reader's Unlock on Cluster masters")
+	}
+}
+
+// TestRWMutexOnSentinelMasters: two Sentinel-managed masters and a plain
+// one: readers share, the writer excludes, and the hash is on the
+// primaries.
+func TestRWMutexOnSentinelMasters(t *testing.T) {
+	start := func(opts redistest.Options) *redistest.Server { return redistest.StartServerT(t, opts) }
+	var urls []string
+	var primaries []*redistest.Server
+	for _, master := range []string{"m1", "m2"} {
+		p := start(redistest.Options{})
+		host, port, _ := net.SplitHostPort(p.Addr())
+		start(redistest.Options{Args: []string{"--replicaof", host, port}})
+		s := start(redistest.Options{Sentinel: map[string]string{master: p.Addr()}})
+		primaries = append(primaries, p)
+		urls = append(urls, "redis+sentinel://"+s.Addr()+"?master_name="+master)
+	}
+	urls = append(urls, masters().Addrs()[0])
+	r, err := redlock.NewFromURLs(urls, redlock.WithNodeTimeout(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx := context.Background()
+	name := testKey(t)
+	m := r.RWMutex(name)
+	a, b := mustRLock(t, m), mustRLock(t, m)
+	l, err := m.TryLock(ctx)
+	refusedRW(t, "writer beside readers on Sentinel-managed masters", l, err)
+	for _, p := range primaries {
+		// TryRLock returns at a quorum: the last EVAL may be on its way.
+		c := redis.NewClient(&redis.Options{Addr: p.Addr()})
+		var n int64
+		for end := time.Now().Add(2 * time.Second); n < 2 && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			n, err = c.HLen(ctx, rwKey(name)).Result()
+		}
+		c.Close()
+		if err != nil || n < 2 {
+			t.Errorf("primary %s holds %d entries of the read-write lock, want its 2 readers (%v)", p.Addr(), n, err)
+		}
+	}
+	unlock(t, a)
+	unlock(t, b)
+	w, err := m.TryLock(ctx, redlock.WithFencing())
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock(t, w)
+}
+
+// TestRWMutexReplicaConfirmAndGate: readers and a fenced writer whose
+// votes their masters' replicas confirm (WithReplicaConfirm), and behind
+// the restart gate (WithRestartGate): on masters up long enough, they
+// hold as without them; a gate longer than the masters' uptime refuses
+// every vote with ErrRestartGate.
+func TestRWMutexReplicaConfirmAndGate(t *testing.T) {
+	ms := startReplicated(t, 3)
+	r := newRedlock(t, replicatedNodes(t, ms), redlock.WithReplicaConfirm(1))
+	ctx := context.Background()
+	m := r.RWMutex(testKey(t))
+	a, b := mustRLock(t, m), mustRLock(t, m)
+	l, err := m.TryLock(ctx)
+	refusedRW(t, "writer beside replica-confirmed readers", l, err)
+	unlock(t, a)
+	unlock(t, b)
+	w, err := m.TryLock(ctx, redlock.WithFencing())
+	if err != nil || w.Fence() == 0 {
+		t.Fatalf("replica-confirmed fenced writer: token %d, %v", w.Fence(), err)
+	}
+	unlock(t, w)
+
+	g := newRedlock(t, nodesOf(t, clients(t, masters().Addrs())))
+	gm := g.RWMutex(testKey(t))
+	rd, err := gm.TryRLock(ctx, redlock.WithTTL(time.Second), redlock.WithRestartGate(time.Second))
+	if err != nil {
+		t.Fatalf("reader behind a 1 s restart gate: %v", err)
+	}
+	unlock(t, rd)
+	wr, err := gm.TryLock(ctx, redlock.WithTTL(time.Second), redlock.WithRestartGate(time.Second), redlock.WithFencing(), redlock.WithAutoExtend())
+	if err != nil {
+		t.Fatalf("fenced writer behind a 1 s restart gate: %v", err)
+	}
+	unlock(t, wr)
+	_, err = gm.TryRLock(ctx, redlock.WithRestartGate(24*365*time.Hour))
+	if !errors.Is(err, redlock.ErrRestartGate) {
+		t.Fatalf("reader behind a gate of a year: %v, want ErrRestartGate", err)
 	}
 }

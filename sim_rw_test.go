@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -315,4 +316,67 @@ func TestSimRWMutantNoClaimCheck(t *testing.T) {
 	if v := simRWScene(t, 3, 5, scene); len(v) != 0 || waited < 3*time.Second {
 		t.Fatalf("the mutant without the claim check: the writer waited only %v behind looping readers; %v", waited, v)
 	}
+}
+
+// checkRWFreeAtOnce: with the faults healed and every holder gone, a fresh
+// client takes each RWMutex as its writer at its first attempt, unless so
+// many masters still keep a live reader, writer or claim of it (left by a
+// connection that failed) that no quorum is free. A claim that a writer's
+// give-up or Unlock failed to take away where its connection never failed
+// is reported by name.
+func (r *simRun) checkRWFreeAtOnce() {
+	s := r.s
+	if !slices.ContainsFunc(s.Clients, func(c simClientPlan) bool { return c.RW }) {
+		return
+	}
+	nodes := make([]Node, s.Masters)
+	for mi, m := range r.masters {
+		c := newSimConn(r.net, m, len(s.Clients), rand.New(rand.NewPCG(s.Seed, uint64(1<<31+mi))))
+		c.clean = true
+		nodes[mi] = c
+	}
+	rl, err := New(nodes, WithTTL(time.Second))
+	if err != nil {
+		r.violate("New: %v", err)
+		return
+	}
+	defer rl.Close()
+	for k := range s.Keys {
+		name := s.key(k)
+		key := RWMutexKey(name)
+		held := 0
+		for _, m := range r.masters {
+			e, ok := m.Holding(func(n string) bool { return n != key })[key]
+			if !ok {
+				continue
+			}
+			held++
+			for f := range e.Holds {
+				if f[0] == 'c' && !m.Restarted() && !r.claimTroubled(m.ID()) {
+					r.violate("master %d still keeps claim %.8s... of %s after the run, and no client's connection to it failed: a writer's give-up or Unlock never took it away", m.ID(), f, key)
+				}
+			}
+		}
+		l, err := rl.RWMutex(name).TryLock(context.Background())
+		if err != nil {
+			if held <= s.Masters-rl.Quorum() {
+				r.violate("after the run, a fresh writer could not take %s although only %d of %d masters keep entries of it: %v", key, held, s.Masters, err)
+			}
+			continue
+		}
+		if err := l.Unlock(context.Background()); err != nil {
+			r.violate("after the run, a fresh writer's Unlock of %s: %v", key, err)
+		}
+	}
+}
+
+// claimTroubled reports whether some client's connection to master i
+// failed: a claim's withdrawal may then not have reached it.
+func (r *simRun) claimTroubled(i int) bool {
+	for _, c := range r.clients {
+		if c.conns[i].isTroubled() {
+			return true
+		}
+	}
+	return false
 }

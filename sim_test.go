@@ -1221,6 +1221,7 @@ func simulate(run *simRun, trace bool) (res simResult) {
 	run.checkLeftovers()
 	run.setStage("taking every key with a fresh client")
 	run.checkFreeAtOnce()
+	run.checkRWFreeAtOnce() // sim_rw_test.go
 	run.net.subsWG.Wait()
 	run.net.inflight.Wait()
 	run.setStage("checking the masters")
