@@ -944,6 +944,9 @@ func TestParseMasterKinds(t *testing.T) {
 			kind = "cluster"
 			got = fmt.Sprintf("%s|%s|%s|%v", strings.Join(o.Addrs, ","), o.Username, o.Password, o.TLSConfig != nil)
 			maxRetries, dialerRetries, ctxTimeout = o.MaxRetries, o.DialerRetries, o.ContextTimeoutEnabled
+			if o.MinRetryBackoff != -1 || o.MaxRetryBackoff != -1 {
+				t.Errorf("ParseMaster(%q): MinRetryBackoff %v, MaxRetryBackoff %v; want -1, -1 (no sleep before a retry)", tc.url, o.MinRetryBackoff, o.MaxRetryBackoff)
+			}
 		default:
 			t.Errorf("ParseMaster(%q) = %+v; want exactly one kind set", tc.url, m)
 			continue
