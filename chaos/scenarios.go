@@ -78,7 +78,11 @@ var scenarios = []scenario{
 		shards: 3,
 		script: shardFault(kindPauseShard, "resume", (*cluster.Shards).PauseShard, (*cluster.Shards).ResumeShard),
 		extend: true,
-		want:   []expectation{noOverlap, noUnsafeWrite, available, highlyAvailable, renewedInFault},
+		// Not highlyAvailable: a paused shard's votes end at the node
+		// timeout, as a paused plain master's do, and each contended
+		// acquire waits for them; minority-pause on plain masters shows
+		// gaps over 100 ms too (docs/chaos.md).
+		want: []expectation{noOverlap, noUnsafeWrite, available, renewedInFault},
 	},
 	{
 		name:   "subscriptions-drop",
