@@ -479,9 +479,7 @@ func (l *slotListener) run(deliver func(Message)) {
 			return // closed
 		}
 		_ = ps.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		l.c.ReloadState(ctx)
-		cancel()
+		l.followSlot()
 		l.mu.Lock()
 		select {
 		case <-l.done:
@@ -490,6 +488,29 @@ func (l *slotListener) run(deliver func(Message)) {
 			l.ps = l.c.SSubscribe(context.Background(), l.channel)
 		}
 		l.mu.Unlock()
+	}
+}
+
+// followSlot waits, up to 2 s or Close, until the client's slot map names
+// another master for the channel's slot than the one that ended the
+// subscription: go-redis reloads its map in the background
+// (ReloadState), from a node that may not know of the move yet.
+func (l *slotListener) followSlot() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	old, _ := l.c.MasterForKey(ctx, l.channel)
+	for {
+		l.c.ReloadState(ctx)
+		select {
+		case <-l.done:
+			return
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+		if now, err := l.c.MasterForKey(ctx, l.channel); err == nil && (old == nil || now.Options().Addr != old.Options().Addr) {
+			return
+		}
 	}
 }
 
