@@ -218,19 +218,24 @@ func others(n, a, b int) []int {
 }
 
 // ShardOfSlot returns the index of the shard that serves slot, asked of
-// the first shard (CLUSTER SLOTS).
+// the first shard (CLUSTER SHARDS).
 func (rc *RedisCluster) ShardOfSlot(ctx context.Context, slot int) (int, error) {
 	c := redis.NewClient(&redis.Options{Addr: rc.Shards[0].Addr(), MaxRetries: -1, DisableIdentity: true})
 	defer c.Close()
-	ranges, err := c.ClusterSlots(ctx).Result()
+	shards, err := c.ClusterShards(ctx).Result()
 	if err != nil {
 		return -1, err
 	}
-	for _, r := range ranges {
-		if int(r.Start) <= slot && slot <= int(r.End) && len(r.Nodes) > 0 {
-			for i, s := range rc.Shards {
-				if s.Addr() == r.Nodes[0].Addr {
-					return i, nil
+	for _, sh := range shards {
+		for _, r := range sh.Slots {
+			if int(r.Start) > slot || slot > int(r.End) {
+				continue
+			}
+			for _, n := range sh.Nodes {
+				for i, s := range rc.Shards {
+					if n.Role == "master" && s.port == int(n.Port) {
+						return i, nil
+					}
 				}
 			}
 		}
