@@ -455,7 +455,7 @@ func TestRingDerivedKeysOnKeyShard(t *testing.T) {
 // the gate keyed by the lock key itself (issue 31, item 3 (b), changed on
 // main).
 func TestRingRestartGateOnKeyShard(t *testing.T) {
-	t.Parallel() // waits out masters\' restart gates, mostly asleep: alongside the other gate tests
+	t.Parallel() // waits out masters' restart gates, mostly asleep: alongside the other gate tests
 	const ttl, gate = 500 * time.Millisecond, time.Second
 	ring, servers := ringMaster(t, 2, redis.RingOptions{})
 	shards := ring.GetShardClients()
