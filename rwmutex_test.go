@@ -649,3 +649,40 @@ func TestRWMutexReplicaConfirmAndGate(t *testing.T) {
 		t.Fatalf("reader behind a gate of a year: %v, want ErrRestartGate", err)
 	}
 }
+
+// TestRWMutexReadersWokenOnClusterMasters: on Cluster masters a writer's
+// Unlock wakes readers waiting in another Redlock (rw_wake.lua publishes
+// on the waiters' shard channels, as handon.lua does), well before their
+// backoff.
+func TestRWMutexReadersWokenOnClusterMasters(t *testing.T) {
+	cl := clusterMasters(t)
+	writer, readers := newRedlock(t, clusterNodes(cl)), newRedlock(t, clusterNodes(cl))
+	ctx := context.Background()
+	name := testKey(t)
+	w, err := writer.RWMutex(name).TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 2)
+	for range 2 {
+		go func() {
+			r, err := readers.RWMutex(name).RLock(ctx, slow)
+			if err == nil {
+				err = r.Unlock(ctx)
+			}
+			got <- err
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // both readers refused and queued
+	unlock(t, w)
+	for range 2 {
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(time.Second):
+			t.Fatal("a reader in another Redlock was not woken within 1 s of the writer's Unlock on Cluster masters")
+		}
+	}
+}

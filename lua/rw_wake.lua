@@ -10,7 +10,9 @@ local function wakeall(q, k, rb)
   for _, m in ipairs(P('ZRANGE', q, 0, 63)) do
     P('ZREM', q, m)
     local c, h, r = m:match('^([^|]*)|([^|]+)|%d+|(%d+)$')
-    if c and (tonumber(P('PUBLISH', c, (rb and 'r' or 'w') .. h .. '|' .. r .. '|' .. k)) or 0) > 0 then
+    -- A channel ending in '}' is a cluster's, in k's slot (as handon.lua).
+    local pub = c and c:sub(-1) == '}' and 'SPUBLISH' or 'PUBLISH'
+    if c and (tonumber(P(pub, c, (rb and 'r' or 'w') .. h .. '|' .. r .. '|' .. k)) or 0) > 0 then
       n = 2
     end
   end
