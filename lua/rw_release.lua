@@ -5,17 +5,16 @@
 -- reader and no writer left, the first writer queued (handon.lua, skipping
 -- the releasing Redlock's own calls, which its Unlock wakes). Returns 1
 -- when the hold was live, plus 2 when a call was told.
-local k, role, value = KEYS[1], ARGV[2], ARGV[3]
-local f = role .. value
-local was = (tonumber(redis.call('HGET', k, f)) or -1) >= now and 1 or 0
-redis.call('HDEL', k, f)
-local r, w, c, last = scan(k)
-expire(k, last)
-local rb, woke = ARGV[5] == '1', 0
+local k, role = KEYS[1], ARGV[2]
+local f, rb, woke = role .. ARGV[3], ARGV[5] == '1', 0
+local was = (tonumber(C('HGET', k, f)) or -1) >= now and 1 or 0
+C('HDEL', k, f)
+local r, w, c, l = scan(k)
+expire(k, l)
 if not w and c == 0 and role == 'w' then
-  woke = wakeall(RQ, k, rb)
+woke = wakeall(RQ, k, rb)
 end
 if not w and r == 0 then
-  woke = math.max(woke, handon(k, WQ, ARGV[4], rb))
+woke = math.max(woke, handon(k, WQ, ARGV[4], rb))
 end
 return was + woke
