@@ -23,19 +23,22 @@ local WQ, RQ, FK = KEYS[1] .. ':waiters', KEYS[1] .. ':readers', KEYS[1] .. ':fe
 
 -- scan drops the entries that expired and returns the live readers'
 -- count, the live writer's field (nil: none), the live claims' count and
--- the latest expiry of the live entries but skip (0: none).
+-- the latest expiry of the live entries but skip (0: none), then skip's
+-- own expiry while it is live (0: none), which spares its step an HGET.
 local function scan(k, skip)
-local f, r, w, c, l = C('HGETALL', k), 0, nil, 0, 0
+local f, r, w, c, l, s = C('HGETALL', k), 0, nil, 0, 0, 0
 for i = 1, #f, 2 do
 local at, x = tonumber(f[i + 1]), f[i]:sub(1, 1)
 if not at or at < now then
 C('HDEL', k, f[i])
-elseif f[i] ~= skip then
+elseif f[i] == skip then
+s = at
+else
 if x == 'r' then r = r + 1 elseif x == 'w' then w = f[i] else c = c + 1 end
 if at > l then l = at end
 end
 end
-return r, w, c, l
+return r, w, c, l, s
 end
 
 -- expire makes the key live as long as its latest entry, or deletes it.
