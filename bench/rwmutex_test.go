@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/redlock/redlock"
 )
 
@@ -171,4 +174,52 @@ func rwContended(b *testing.B, m *redlock.RWMutex, read bool) float64 {
 		b.Fatal(fail)
 	}
 	return float64(b.N) / elapsed.Seconds()
+}
+
+// BenchmarkRWMutexMaster is BenchmarkRWMutexLockUnlock on one master,
+// timed by the master: the µs its INFO commandstats count for the
+// commands the client sends (EVAL, with the calls its scripts make, and
+// SET), per op. It shows what the scripts cost apart from the client and
+// the round trips.
+func BenchmarkRWMutexMaster(b *testing.B) {
+	for _, kind := range []string{"mutex", "reader", "writer"} {
+		b.Run(fmt.Sprintf("kind=%s/nodes=1", kind), func(b *testing.B) {
+			cs := newClients(b, addrs(1))
+			op := rwOp(newRedlock(b, cs).r, kind, newKey(b))
+			ctx := context.Background()
+			before := masterUsec(b, cs[0])
+			for b.Loop() {
+				if err := op(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric((masterUsec(b, cs[0])-before)/float64(b.N), "master-µs/op")
+		})
+	}
+}
+
+// masterUsec is the µs c's master has spent on EVAL and SET since it
+// started (INFO commandstats).
+func masterUsec(b *testing.B, c *redis.Client) float64 {
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var us float64
+	for line := range strings.Lines(info) {
+		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || name != "cmdstat_eval" && name != "cmdstat_set" {
+			continue
+		}
+		for kv := range strings.SplitSeq(stats, ",") {
+			if v, ok := strings.CutPrefix(kv, "usec="); ok {
+				n, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				us += n
+			}
+		}
+	}
+	return us
 }
