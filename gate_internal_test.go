@@ -121,6 +121,7 @@ func TestRestartGateCoarseClock(t *testing.T) {
 // the lock), and REPLICAOF an empty master (a full resync) then REPLICAOF
 // NO ONE.
 func TestRestartGateBlindToOperatorActions(t *testing.T) {
+	t.Parallel() // waits out masters' restart gates, mostly asleep: alongside the other gate tests
 	const gate = 2 * time.Second
 	s := redistest.StartServerT(t, redistest.Options{Args: []string{"--enable-debug-command", "yes"}})
 	empty := redistest.StartServerT(t, redistest.Options{Args: []string{"--repl-diskless-sync-delay", "0"}})

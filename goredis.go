@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -62,6 +63,7 @@ func (n *redisNode) Traits() Traits {
 	if n.kind != kindServer {
 		t.Routing = RouteByKey
 	}
+	t.ShardChannels = n.kind == kindCluster
 	return t
 }
 
@@ -309,19 +311,19 @@ func (l *listener) Close() error {
 }
 
 // Subscribe subscribes channel on the master; on a Ring, on each of its
-// shards (see shardSubs). A Redis Cluster delivers no wake-ups: a script's
-// PUBLISH counts only the receivers on the node that runs it, while the
-// cluster bus delivers the message on every node. A release whose key is on
-// another shard than this Redlock's subscription would see nobody listening
-// and give back the key it handed (handon.lua), and the call would count
-// the hand-off all the same, holding the lock on masters where nobody does
-// (TestRedisClusterHandOff). Without a subscription on a cluster, its
-// waiting calls wait their backoff. Sharded pub/sub (SPUBLISH to a channel
-// in the key's slot) would count and deliver on the same shard.
+// shards (see shardSubs). On a Redis Cluster (Traits.ShardChannels) channel
+// is a [ShardChannel], in a slot: it is SSUBSCRIBEd on the shard that serves
+// the slot, and followed when the slot moves (see slotListener); a plain
+// channel is refused there, as a script's PUBLISH counts only the listeners
+// of the shard that runs it.
 func (n *redisNode) Subscribe(ctx context.Context, channel string, deliver func(Message)) (Subscription, error) {
 	switch ring, _ := n.c.(*redis.Ring); n.kind {
 	case kindCluster:
-		return nil, fmt.Errorf("a Redis Cluster's PUBLISH from a script counts only the receivers on the node that runs it: no wake-ups: %w", errors.ErrUnsupported)
+		cc, ok := n.c.(*redis.ClusterClient)
+		if !ok || !strings.HasSuffix(channel, "}") {
+			return nil, fmt.Errorf("a Redis Cluster's PUBLISH from a script counts only the receivers on the node that runs it: wake-ups only on shard channels: %w", errors.ErrUnsupported)
+		}
+		return listenSlot(ctx, cc, channel, deliver)
 	case kindRing:
 		return listen(ctx, subscribeShards(ctx, ring.GetShardClients(), channel), deliver)
 	}
@@ -415,4 +417,115 @@ func (s *shardSubs) Close() error {
 		errs[i] = ps.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// listenSlot subscribes channel, a [ShardChannel], on the cluster c: go-redis
+// sends SSUBSCRIBE to the master of the channel's slot, and after a broken
+// connection subscribes again there, routed by its current slot map (a
+// failover). When the slot moves to another shard, the shard that served
+// it ends the subscription (an SUNSUBSCRIBE it sends itself): the listener
+// reloads c's slot map and subscribes anew, on the slot's new shard, and
+// deliver gets Resubscribed once that is confirmed.
+func listenSlot(ctx context.Context, c *redis.ClusterClient, channel string, deliver func(Message)) (Subscription, error) {
+	ps := c.SSubscribe(ctx, channel)
+	_, err := ps.Receive(ctx)
+	if err != nil && refused(err) {
+		_ = ps.Close()
+		return nil, err
+	}
+	l := &slotListener{c: c, channel: channel, ps: ps, done: make(chan struct{}), ended: make(chan struct{})}
+	go l.run(deliver)
+	return l, err
+}
+
+// slotListener is listenSlot's Subscription; run is its one reader.
+type slotListener struct {
+	c       *redis.ClusterClient
+	channel string
+	done    chan struct{} // closed by Close
+	ended   chan struct{} // closed when run returned
+
+	mu sync.Mutex    // guards ps
+	ps *redis.PubSub // the subscription on the slot's shard
+}
+
+func (l *slotListener) run(deliver func(Message)) {
+	defer close(l.ended)
+	for {
+		l.mu.Lock()
+		ps := l.ps
+		l.mu.Unlock()
+		if ps == nil {
+			return
+		}
+		moved := false
+		for m := range ps.ChannelWithSubscriptions() {
+			switch m := m.(type) {
+			case *redis.Message:
+				deliver(Message{Payload: m.Payload})
+				continue
+			case *redis.Subscription:
+				if m.Kind == "ssubscribe" {
+					deliver(Message{Resubscribed: true})
+					continue
+				}
+				moved = m.Kind == "sunsubscribe" && m.Count == 0
+			}
+			if moved {
+				break
+			}
+		}
+		if !moved {
+			return // closed
+		}
+		_ = ps.Close()
+		l.followSlot()
+		l.mu.Lock()
+		select {
+		case <-l.done:
+			l.ps = nil
+		default:
+			l.ps = l.c.SSubscribe(context.Background(), l.channel)
+		}
+		l.mu.Unlock()
+	}
+}
+
+// followSlot waits, up to 2 s or Close, until the client's slot map names
+// another master for the channel's slot than the one that ended the
+// subscription: go-redis reloads its map in the background
+// (ReloadState), from a node that may not know of the move yet.
+func (l *slotListener) followSlot() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	old, _ := l.c.MasterForKey(ctx, l.channel)
+	for {
+		l.c.ReloadState(ctx)
+		select {
+		case <-l.done:
+			return
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+		if now, err := l.c.MasterForKey(ctx, l.channel); err == nil && (old == nil || now.Options().Addr != old.Options().Addr) {
+			return
+		}
+	}
+}
+
+// Close ends the subscription and waits for its reader: deliver is not
+// called once it returned.
+func (l *slotListener) Close() error {
+	l.mu.Lock()
+	close(l.done)
+	ps := l.ps
+	l.ps = nil
+	l.mu.Unlock()
+	var err error
+	if ps != nil {
+		err = ps.Close()
+	}
+	<-l.ended
+	return err
 }

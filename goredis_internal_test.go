@@ -42,7 +42,7 @@ func clusterMasters(t *testing.T) []*redis.ClusterClient {
 	cs := make([]*redis.ClusterClient, len(rcs))
 	for i, rc := range rcs {
 		cs[i] = redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs(),
-			MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true})
+			MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true, MinRetryBackoff: -1, MaxRetryBackoff: -1})
 		c := cs[i]
 		t.Cleanup(func() { c.Close() })
 	}
@@ -455,6 +455,7 @@ func TestRingDerivedKeysOnKeyShard(t *testing.T) {
 // the gate keyed by the lock key itself (issue 31, item 3 (b), changed on
 // main).
 func TestRingRestartGateOnKeyShard(t *testing.T) {
+	t.Parallel() // waits out masters' restart gates, mostly asleep: alongside the other gate tests
 	const ttl, gate = 500 * time.Millisecond, time.Second
 	ring, servers := ringMaster(t, 2, redis.RingOptions{})
 	shards := ring.GetShardClients()
@@ -699,5 +700,125 @@ func checkParseMaster(t *testing.T, raw, marker string) {
 	}
 	if strings.Contains(name, marker) {
 		t.Fatalf("ParseMaster(%q): the password went into the name or user: %q", raw, name)
+	}
+}
+
+// TestClusterShardDownFailsFast: on a cluster master made by NewFromURLs, a
+// key whose shard is down fails its vote at once (the shard refuses the
+// connection), as a dead plain master does, and never stalls until the node
+// timeout. go-redis's cluster client sleeps its retry backoff (10 ms to 1 s,
+// doubling) before each retry of a failed request, up to MaxRedirects times:
+// 30-170 ms per request to the dead shard, past the 100 ms default node
+// timeout about half the time. Every contended acquire that needs that
+// master's answer then waits for the timeout, and with two of five such
+// masters the chaos scenario shard-kill saw 67-94% of acquires in the fault
+// succeed, with gaps of up to 1.5 s (issue 42).
+func TestClusterShardDownFailsFast(t *testing.T) {
+	rc := redistest.StartRedisClusterT(t, 3, redistest.Options{})
+	a := rc.Addrs()
+	const nodeTimeout = 100 * time.Millisecond
+	r, err := NewFromURLs([]string{"redis+cluster://" + a[0] + "?addr=" + a[1] + "&addr=" + a[2]}, WithNodeTimeout(nodeTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	ctx := context.Background()
+	key := testKey(t)
+	l, err := r.TryLock(ctx, key) // the client learns the slots
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	shard := int(keySlot(key)) * len(rc.Shards) / 16384
+	if err := rc.Shards[shard].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	slow := 0
+	for i := range 20 {
+		start := time.Now()
+		l, err := r.TryLock(ctx, key)
+		took := time.Since(start)
+		if err == nil {
+			t.Fatalf("try %d: TryLock got %q with the key's shard down", i, l.Value())
+		}
+		if took > nodeTimeout/2 || errors.Is(err, context.DeadlineExceeded) {
+			slow++
+			t.Logf("try %d: failed after %v: %v", i, took.Round(time.Millisecond), err)
+		}
+	}
+	if slow > 0 {
+		t.Errorf("%d of 20 votes on a dead shard took more than %v, or ended at the node timeout %v; want each refused at once", slow, nodeTimeout/2, nodeTimeout)
+	}
+}
+
+// TestClusterHandOffAcrossSlotMove: a waiter subscribed on the shard
+// channel of its key's slot is still handed the key after the slot moved
+// to another shard while the key was held (CLUSTER SETSLOT MIGRATING and
+// IMPORTING, MIGRATE, SETSLOT NODE): the old shard ends the subscription
+// (sunsubscribe), the go-redis listener subscribes again on the new one
+// (Resubscribed, and the waiter queues again there), and the holder's
+// Unlock, redirected by MOVED, hands the key on. The key and its queue
+// move with the slot. Before, the subscription would have stayed on the
+// old shard, where no script publishes any more: the waiter slept its
+// backoff.
+func TestClusterHandOffAcrossSlotMove(t *testing.T) {
+	rc := redistest.StartRedisClusterT(t, 3, redistest.Options{})
+	a := rc.Addrs()
+	url := "redis+cluster://" + a[0] + "?addr=" + a[1] + "&addr=" + a[2]
+	const backoff = 1500 * time.Millisecond
+	holder, err := NewFromURLs([]string{url}, WithNodeTimeout(250*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Close() })
+	waiter, err := NewFromURLs([]string{url}, WithNodeTimeout(250*time.Millisecond), WithBackoff(backoff, backoff))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { waiter.Close() })
+	ctx := context.Background()
+	key := testKey(t)
+	slot := int(keySlot(key))
+	for round := range 3 {
+		l, err := holder.Lock(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *Lock, 1)
+		go func() {
+			w, err := waiter.Lock(ctx, key)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- w
+		}()
+		time.Sleep(200 * time.Millisecond) // the waiter tried, subscribed and queued
+		from, err := rc.ShardOfSlot(ctx, slot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		to := (from + 1) % len(rc.Shards)
+		if err := rc.MoveSlot(ctx, slot, from, to); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond) // subscribed again on the new shard, queued there
+		start := time.Now()
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatalf("round %d: Unlock after the slot moved: %v", round, err)
+		}
+		w := <-got
+		if w == nil {
+			t.FailNow()
+		}
+		d := time.Since(start)
+		t.Logf("round %d: slot %d moved from shard %d to %d; Unlock to waiter holding %v", round, slot, from, to, d.Round(time.Millisecond))
+		if d > backoff/4 {
+			t.Errorf("round %d: the waiter got the lock %v after the Unlock; want far below its backoff %v (a hand-off on the slot's new shard)", round, d.Round(time.Millisecond), backoff)
+		}
+		if err := w.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

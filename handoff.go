@@ -25,9 +25,9 @@ import (
 // subscription may break: every waiter keeps its backoff timer. A master
 // whose user may not subscribe (ACL) gives no wake-ups; the scripts call
 // the queue and publish commands through pcall. A Node that cannot
-// subscribe ([NodeFunc]'s) gives none, nor do Redis Clusters (see
-// redisNode.Subscribe); a Ring is listened to on every shard (see
-// shardSubs). A Node that wraps another keeps its wake-ups by embedding it.
+// subscribe ([NodeFunc]'s) gives none; a Redis Cluster
+// (Traits.ShardChannels) is listened to on a shard channel per slot waited
+// on (see slot); a Ring on every shard (see shardSubs). A Node that wraps another keeps its wake-ups by embedding it.
 type wakeups struct {
 	r       *Redlock
 	channel string // this Redlock's channel: "redlock:wake:" and a UUID
@@ -38,12 +38,23 @@ type wakeups struct {
 	// boxes[i] is chans[i] boxed once, for the requests (see startPhase).
 	chans []string
 	boxes []any
+	// sharded[i]: master i is a Redis Cluster (Traits.ShardChannels): it
+	// is listened to on a ShardChannel of chans[i] per slot waited on.
+	sharded    []bool
+	anySharded bool
 
-	mu      sync.Mutex // guards started, subs and err; held while subscribing
+	mu      sync.Mutex // guards started, ended, subs, slots and err; held while subscribing
 	started bool
+	ended   bool           // closed: no more subscriptions
 	subs    []Subscription // per master; nil where none
-	err     error          // the first master's refusal to subscribe
-	live    atomic.Bool    // a master confirmed the subscription
+	// slots[i] is master i's subscriptions by slot (sharded masters only),
+	// made when a call first waits for a key of the slot, kept until
+	// Close: at most one per slot (16384), each a channel on the shard.
+	slots []map[uint16]Subscription
+	err   error       // the first master's refusal to subscribe
+	live  atomic.Bool // a master confirmed the subscription
+
+	slotMu sync.Mutex // guards the maps in slots while slotOn's goroutines add to them
 
 	handsMu sync.Mutex          // guards hands, marks, and the handoffs' stale and expiry timers
 	hands   map[string]*handoff // the calls hand-offs go to (waiting, or holding by hand-off), by hand-off value
@@ -54,7 +65,11 @@ func newWakeups(r *Redlock) *wakeups {
 	w := &wakeups{r: r, channel: "redlock:wake:" + uuid.NewString(),
 		hands: make(map[string]*handoff), marks: make(map[string]mark)}
 	w.chans, w.boxes = make([]string, len(r.nodes)), make([]any, len(r.nodes))
-	for i := range r.nodes {
+	w.sharded, w.slots = make([]bool, len(r.nodes)), make([]map[uint16]Subscription, len(r.nodes))
+	for i, n := range r.nodes {
+		if w.sharded[i] = n.Traits().ShardChannels; w.sharded[i] {
+			w.slots[i], w.anySharded = make(map[uint16]Subscription), true
+		}
 		w.chans[i] = w.channel + "/" + strconv.Itoa(i)
 		w.boxes[i] = w.chans[i]
 	}
@@ -74,11 +89,16 @@ func (w *wakeups) name() (channel string, listening bool) {
 // start subscribes on every master that can deliver wake-ups, the first
 // time a goroutine waits (for key, in the call of ctx: the observer is told
 // there), waiting up to timeout for the masters to confirm; later calls
-// return at once.
+// return at once, unless key is of a slot not waited on before and some
+// masters are Redis Clusters: then it subscribes there (see slot).
 func (w *wakeups) start(ctx context.Context, key string, timeout time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.started || w.r.closed.Load() {
+	if w.ended || w.r.closed.Load() {
+		return
+	}
+	if w.started {
+		w.slot(key, timeout)
 		return
 	}
 	w.started = true
@@ -91,16 +111,15 @@ func (w *wakeups) start(ctx context.Context, key string, timeout time.Duration) 
 	for i, n := range w.r.nodes {
 		// Each master's dial, handshake and confirmation run at once: a slow
 		// master must not use up the others' time.
-		wg.Go(func() {
-			w.subs[i], errs[i] = n.Subscribe(sctx, w.chans[i], func(m Message) {
-				if m.Resubscribed {
-					w.live.Store(true) // a master that was down subscribed
-					w.resubscribed()
-					return
-				}
-				w.message(m.Payload, i)
-			})
-		})
+		if w.sharded[i] {
+			continue // subscribed by slot, below
+		}
+		wg.Go(func() { w.subs[i], errs[i] = n.Subscribe(sctx, w.chans[i], w.deliverer(i)) })
+	}
+	for i := range w.r.nodes {
+		if w.sharded[i] {
+			wg.Go(func() { errs[i] = w.slotOn(sctx, i, key) })
+		}
 	}
 	wg.Wait()
 	took := time.Since(began)
@@ -118,6 +137,72 @@ func (w *wakeups) start(ctx context.Context, key string, timeout time.Duration) 
 	if w.r.obs != nil {
 		w.report(ctx, key, errs, took)
 	}
+}
+
+// deliverer returns the function that master i's subscriptions deliver to.
+func (w *wakeups) deliverer(i int) func(Message) {
+	return func(m Message) {
+		if m.Resubscribed {
+			w.live.Store(true) // a master that was down subscribed
+			w.resubscribed()
+			return
+		}
+		w.message(m.Payload, i)
+	}
+}
+
+// watch makes the masters that are Redis Clusters listen on key's slot
+// (see slot), once the Redlock listens; at once when it has no such master
+// or they listen there already.
+func (w *wakeups) watch(key string, timeout time.Duration) {
+	if !w.anySharded {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started && !w.ended {
+		w.slot(key, timeout)
+	}
+}
+
+// slot subscribes, on every master that is a Redis Cluster, the shard
+// channel of key's slot, unless it did before, waiting up to timeout for
+// them to confirm. Called with mu held.
+func (w *wakeups) slot(key string, timeout time.Duration) {
+	s := keySlot(key)
+	var todo []int
+	for i, m := range w.slots {
+		if m != nil {
+			if _, ok := m[s]; !ok {
+				todo = append(todo, i)
+			}
+		}
+	}
+	if len(todo) == 0 {
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, i := range todo {
+		wg.Go(func() { _ = w.slotOn(sctx, i, key) })
+	}
+	wg.Wait()
+}
+
+// slotOn subscribes master i's shard channel of key's slot and keeps the
+// subscription, unless the master refused it (then it is not asked again
+// for that slot either: its nil entry stays). Called with mu held; safe
+// for one goroutine per master at once.
+func (w *wakeups) slotOn(ctx context.Context, i int, key string) error {
+	sub, err := w.r.nodes[i].Subscribe(ctx, ShardChannel(w.chans[i], key), w.deliverer(i))
+	if err == nil {
+		w.live.Store(true)
+	}
+	w.slotMu.Lock()
+	w.slots[i][keySlot(key)] = sub
+	w.slotMu.Unlock()
+	return err
 }
 
 // report tells the observer how the subscriptions went (once).
@@ -171,10 +256,19 @@ func (w *wakeups) close() {
 		w.forgetLocked(h)
 	}
 	w.handsMu.Unlock()
+	w.ended = true
 	for _, s := range w.subs {
 		if s != nil {
 			_ = s.Close()
 		}
+	}
+	for _, m := range w.slots {
+		for _, s := range m {
+			if s != nil {
+				_ = s.Close()
+			}
+		}
+		clear(m)
 	}
 }
 

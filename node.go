@@ -150,6 +150,16 @@ type Traits struct {
 	// waiting for its phase may then run its batch itself (see lane). A
 	// wrapper that can hold a reply past the deadline must not promise it.
 	KeepsDeadlines bool
+	// ShardChannels: the master is a Redis Cluster, whose scripts' PUBLISH
+	// counts only the listeners on the shard that runs them, and reaches
+	// every node's. Its wake-ups and hand-offs come by sharded pub/sub: the
+	// scripts SPUBLISH on [ShardChannel] of the Redlock's channel and the
+	// key, a channel in the key's slot, and the Redlock asks Subscribe for
+	// each such channel, once per slot it waits on. Subscribe must
+	// SSUBSCRIBE it on the shard that serves the slot, follow the slot when
+	// it moves or its shard fails over, and deliver Resubscribed each time
+	// it subscribed again.
+	ShardChannels bool
 	// NameHint, when Name cannot tell this master from another of its kind,
 	// says why and what would; [New] gives it when two Nodes share a name.
 	NameHint string

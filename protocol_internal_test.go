@@ -246,6 +246,7 @@ func gateClients(t *testing.T, c *redistest.Cluster) []*redis.Client {
 // gate is each shard's: a shard that restarted refuses votes on its keys,
 // and the other shards' keys vote.
 func TestRestartGateClusterShard(t *testing.T) {
+	t.Parallel()                 // waits out masters' restart gates, mostly asleep: alongside the other gate tests
 	const gate = 5 * time.Second // longer than a restarted shard is CLUSTERDOWN (about 2 s)
 	rc := redistest.StartRedisClusterT(t, 3, redistest.Options{Args: []string{"--cluster-require-full-coverage", "no"}})
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs(), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true})

@@ -85,6 +85,10 @@ func (r *Redlock) startPhase(ctx context.Context, deadline time.Time, collected 
 			c.deadline = deadline
 			if q.Waiter != "" && q.Waiter == r.wake.channel {
 				c.Waiter, c.waiter = r.wake.chans[i], r.wake.boxes[i] // see wakeups.chans
+				if r.wake.sharded[i] {
+					ch := ShardChannel(c.Waiter, q.Key)
+					c.Waiter, c.waiter = ch, ch
+				}
 			}
 		}
 	}

@@ -27,7 +27,7 @@ const (
 // A permit is one of L slot mutexes, each taken on a quorum of masters like
 // the mutex, the same slot on every master: two holders of one slot would
 // need two quorums that share no master. So at most L hold, and each permit
-// keeps the mutex's fault tolerance (N/2 masters may fail). A semaphore
+// keeps the mutex's fault tolerance ((N-1)/2 of N masters may fail). A semaphore
 // kept as one set of holders per master, taken on a quorum, would not be
 // safe: with 3 masters and 2 permits, holders on masters {1,2}, {2,3} and
 // {1,3} each see 2 holders per master (see "Semaphore" in
@@ -59,7 +59,8 @@ func (r *Redlock) Semaphore(key string, permits int) *Semaphore {
 }
 
 // Acquire takes one permit, waiting and retrying as [Redlock.Lock] does
-// while all are held. The Lock it returns is the permit: Unlock gives it
+// while all are held: a permit given back, in this process or another,
+// wakes the call that waited longest. The Lock it returns is the permit: Unlock gives it
 // back; Extend, Until, Done, Context and the options work as for a mutex,
 // but for [WithOwner], which does not apply (a *ConfigError). With
 // [WithFencing], a permit's token is larger than that of every earlier

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -136,6 +137,7 @@ func TestSemaphoreFillsEveryPermit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	settle(r) // Unlock returns at a quorum: the other releases may be on their way
 	for i, h := range semHolders(t, cs, name) {
 		if len(h) != 0 {
 			t.Errorf("master %d still holds %v after every Unlock", i, h)
@@ -555,4 +557,65 @@ func TestSemaphoreOnSentinelMasters(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestSemaphoreOptions: WithRetry bounds Acquire's attempts; with
+// WithReplicaConfirm a permit counts once the replicas have it, and not
+// while they lag past the node timeout; behind a restart gate longer than
+// the masters' uptime no vote counts (ErrRestartGate); an Observer sees
+// the calls as Acquire and TryAcquire.
+func TestSemaphoreOptions(t *testing.T) {
+	ctx := context.Background()
+	t.Run("retry", func(t *testing.T) {
+		cs := clients(t, masters().Addrs()[:3])
+		r := newRedlock(t, nodesOf(t, cs), redlock.WithBackoff(time.Millisecond, 2*time.Millisecond))
+		s := r.Semaphore(testKey(t), 1)
+		l, err := s.TryAcquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Unlock(ctx)
+		start := time.Now()
+		if _, err := s.Acquire(ctx, redlock.WithRetry(3)); !errors.Is(err, redlock.ErrNotObtained) || time.Since(start) > 2*time.Second {
+			t.Errorf("Acquire WithRetry(3) while the only permit is held: %v after %v", err, time.Since(start))
+		}
+	})
+	t.Run("replicas", func(t *testing.T) {
+		ms := startReplicated(t, 3)
+		r := newRedlock(t, replicatedNodes(t, ms), redlock.WithNodeTimeout(300*time.Millisecond))
+		s := r.Semaphore(testKey(t), 2)
+		l, err := s.TryAcquire(ctx, redlock.WithReplicaConfirm(1))
+		if err != nil {
+			t.Fatalf("TryAcquire WithReplicaConfirm(1), replicas in sync: %v", err)
+		}
+		l.Unlock(ctx)
+		setReplicationDelay(ms, time.Second)
+		defer setReplicationDelay(ms, 0)
+		if _, err := s.TryAcquire(ctx, redlock.WithReplicaConfirm(1)); !errors.Is(err, redlock.ErrNotReplicated) {
+			t.Errorf("TryAcquire WithReplicaConfirm(1), replicas 1 s behind: %v; want ErrNotReplicated", err)
+		}
+	})
+	t.Run("gate", func(t *testing.T) {
+		c := redistest.StartT(t, 3, redistest.Options{})
+		r := newRedlock(t, nodesOf(t, clients(t, c.Addrs())))
+		_, err := r.Semaphore(testKey(t), 2).TryAcquire(ctx, redlock.WithTTL(time.Second), redlock.WithRestartGate(time.Hour))
+		if !errors.Is(err, redlock.ErrRestartGate) {
+			t.Errorf("TryAcquire behind a gate of an hour on fresh masters: %v; want ErrRestartGate", err)
+		}
+	})
+	t.Run("observer", func(t *testing.T) {
+		var rec recorder
+		r := newRedlock(t, nodesOf(t, clients(t, masters().Addrs()[:3])), redlock.WithObserver(&rec))
+		s := r.Semaphore(testKey(t), 1)
+		l, err := s.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.TryAcquire(ctx)
+		l.Unlock(ctx)
+		events := strings.Join(rec.Take(), "\n")
+		if !strings.Contains(events, "start Acquire ") || !strings.Contains(events, "start TryAcquire ") {
+			t.Errorf("the observer saw:\n%s\nwant Acquire and TryAcquire calls among them", events)
+		}
+	})
 }

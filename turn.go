@@ -98,6 +98,9 @@ func (t *turn) attempt(ctx context.Context, name string) (*Lock, error) {
 	if _, t.listen = t.r.wake.name(); t.listen && t.h == nil {
 		t.h = t.r.wake.newHandoff(t.key, t.ticket, t.cfg)
 	}
+	if t.listen {
+		t.r.wake.watch(t.key, t.cfg.nodeTimeout) // a cluster's shard channel of the key's slot
+	}
 	return t.r.acquire(ctx, name, t.key, t.cfg, t.h)
 }
 

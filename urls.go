@@ -84,7 +84,8 @@ func (m MasterOptions) node(c redis.UniversalClient) Node {
 //
 // Unless the URL says otherwise, the options turn go-redis's own retries off
 // (MaxRetries -1, DialerRetries 1; a cluster still follows MOVED and ASK
-// redirects) and make the client respect context deadlines, so that the
+// redirects, and its retry backoff is off: MinRetryBackoff and
+// MaxRetryBackoff -1) and make the client respect context deadlines, so that the
 // per-node timeout is the only bound that matters and a dead master fails at
 // once. Errors are [*ConfigError]s that quote the URL as given, with its
 // passwords replaced by "xxxxx" (see [RedactURL]).
@@ -260,6 +261,17 @@ func parseClusterURL(s, shown string, u *url.URL) (*redis.ClusterOptions, error)
 		return nil, urlErr(shown, "%s; want %s", urlProblem(s, err, redis.ParseClusterURL), wantClusterURL)
 	}
 	failFast(&o.MaxRetries, &o.DialerRetries, &o.DialTimeout, &o.ContextTimeoutEnabled)
+	// A cluster client retries a failed request (the same shard, then
+	// another, which redirects it back) up to MaxRedirects times, and
+	// sleeps its retry backoff before each: 10 ms to 1 s, doubling, by
+	// default, 30-170 ms per request to a shard that is down. The vote of a
+	// dead shard then ends at the node timeout instead of at once, and every
+	// contended acquire that needs it waits that long
+	// (TestClusterShardDownFailsFast). -1 is go-redis's "no backoff"; MOVED
+	// and ASK are followed without one anyway.
+	if o.MinRetryBackoff == 0 && o.MaxRetryBackoff == 0 {
+		o.MinRetryBackoff, o.MaxRetryBackoff = -1, -1
+	}
 	return o, nil
 }
 

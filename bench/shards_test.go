@@ -39,3 +39,39 @@ func BenchmarkDistinctKeysShards(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHandOffClusters is BenchmarkHandOff's redlocks=8/goroutines=1
+// case on 5 masters that are each a Redis Cluster of 3 shards, next to the
+// same on 5 redis-servers: cluster masters hand the key on by sharded
+// pub/sub (SPUBLISH on a channel in the key's slot, SSUBSCRIBEd on its
+// shard), single servers by PUBLISH.
+func BenchmarkHandOffClusters(b *testing.B) {
+	const name = "redlocks=8/goroutines=1/nodes=5"
+	b.Run("master=redis/"+name, func(b *testing.B) {
+		libs := make([]*redlockLib, 8)
+		for i := range libs {
+			libs[i] = newRedlock(b, countSets(newClients(b, addrs(5))))
+		}
+		handOff(b, libs, 1)
+	})
+	seeds := make([][]string, 5)
+	for i := range seeds {
+		rc := redistest.StartRedisClusterT(b, 3, redistest.Options{Args: []string{"--save", ""}})
+		seeds[i] = rc.Addrs()
+	}
+	b.Run("master=cluster/shards=3/"+name, func(b *testing.B) {
+		libs := make([]*redlockLib, 8)
+		for i := range libs {
+			nodes := make([]redlock.Node, len(seeds))
+			for j, s := range seeds {
+				c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: s, ContextTimeoutEnabled: true,
+					MaxRetries: -1, DialerRetries: 1, MinRetryBackoff: -1, MaxRetryBackoff: -1})
+				c.AddHook(setHook{})
+				b.Cleanup(func() { c.Close() })
+				nodes[j] = redlock.NewNode(c)
+			}
+			libs[i] = redlockOver(b, nodes, nil)
+		}
+		handOff(b, libs, 1)
+	})
+}

@@ -93,6 +93,7 @@ func masterClient(addr string) (redis.UniversalClient, redlock.Node) {
 		c := redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: shards, DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
 			ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1, PoolSize: 4, DisableIdentity: true,
+			MinRetryBackoff: -1, MaxRetryBackoff: -1, // docs/masters.md: a dead shard fails at once
 		})
 		return c, redlock.NewNode(c)
 	}

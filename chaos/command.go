@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/redlock/redlock/chaos/cluster"
 	"github.com/redlock/redlock/internal/cliflag"
 )
@@ -104,10 +103,6 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	// go-redis logs every failed dial through a process-wide logger; under
-	// injected faults that is hundreds of expected lines. Command runs as
-	// the process's entry point, so it may silence them.
-	redis.SetLogger(quietLogger{})
 	live := isTerminal(stdout)
 	if live {
 		cfg.Progress = func(p Progress) {
@@ -227,8 +222,3 @@ func isTerminal(w io.Writer) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
-
-// quietLogger drops go-redis's log lines.
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}

@@ -1,18 +1,25 @@
 package chaos
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/redlock/redlock/internal/redistest"
 )
 
 func TestMain(m *testing.M) {
+	// go-redis logs every failed dial through a process-wide logger; under
+	// injected faults that is hundreds of expected lines. A library does
+	// not set it (Command neither: redlock's main does); the test binary
+	// is a program of its own.
+	redis.SetLogger(quietLogger{})
 	// go-redis probes a master it could not dial (a killed one) from a
 	// goroutine that notices its client was closed only after its next 1s
 	// sleep.
@@ -62,3 +69,8 @@ func redlockBinary(t *testing.T) string {
 	}
 	return built.bin
 }
+
+// quietLogger drops go-redis's log lines.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}

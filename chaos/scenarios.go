@@ -70,9 +70,21 @@ var scenarios = []scenario{
 		name:   "shard-kill",
 		about:  "masters that are each a Redis Cluster of 3 shards (local processes, whatever the backend): on (N-1)/2 of them the shard of the contended key is SIGKILLed, down for 1.5 TTL, started again empty, while a key on another shard of theirs stays writable: safe and available",
 		shards: 3,
-		script: shardKill,
+		script: shardFault(kindKillShard, "start", (*cluster.Shards).KillShard, (*cluster.Shards).StartShard),
 		extend: true,
-		want:   []expectation{noOverlap, noUnsafeWrite, available, renewedInFault},
+		want:   []expectation{noOverlap, noUnsafeWrite, available, highlyAvailable, renewedInFault},
+	},
+	{
+		name:   "shard-pause",
+		about:  "as shard-kill, but the shard of the contended key is SIGSTOPped (its requests time out, its connections stay open) for 1.5 TTL, then continued: safe and available",
+		shards: 3,
+		script: shardFault(kindPauseShard, "resume", (*cluster.Shards).PauseShard, (*cluster.Shards).ResumeShard),
+		extend: true,
+		// Not highlyAvailable: a paused shard's votes end at the node
+		// timeout, as a paused plain master's do, and each contended
+		// acquire waits for them; minority-pause on plain masters shows
+		// gaps over 100 ms too (docs/chaos.md).
+		want: []expectation{noOverlap, noUnsafeWrite, available, renewedInFault},
 	},
 	{
 		name:   "subscriptions-drop",
@@ -496,16 +508,24 @@ func (e *env) onBareMajority(ctx context.Context, c *client, cut *cutoff, key st
 	return h
 }
 
-// shardKill kills, on each of the minority of masters (Redis Clusters), the
-// shard that serves the contended key, for down(), and starts it again
-// empty: later than a TTL, as Redlock's delayed restart asks. While it is
-// down a key on another shard of the same master must stay writable: only
-// the killed shard's keys lose that master's vote.
-func shardKill(ctx context.Context, e *env) error {
-	sh, ok := e.cl.(*cluster.Shards)
-	if !ok {
-		return fmt.Errorf("shard-kill needs masters that are Redis Clusters, not %T", e.cl)
+// shardFault returns the script that, on each of the minority of masters
+// (Redis Clusters), does the fault kind to the shard that serves the
+// contended key, for down(), then undoes it: a killed shard is started
+// again empty, later than a TTL, as Redlock's delayed restart asks. While
+// it is faulted a key on another shard of the same master must stay
+// writable: only the faulted shard's keys lose that master's vote.
+func shardFault(kind, undoName string, do, undo func(*cluster.Shards, int, int) error) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
+		sh, ok := e.cl.(*cluster.Shards)
+		if !ok {
+			return fmt.Errorf("%s needs masters that are Redis Clusters, not %T", kind, e.cl)
+		}
+		return shardScript(ctx, e, sh, kind, undoName, do, undo)
 	}
+}
+
+// shardScript runs shardFault's script on sh.
+func shardScript(ctx context.Context, e *env, sh *cluster.Shards, kind, undoName string, do, undo func(*cluster.Shards, int, int) error) error {
 	if !sleep(ctx, e.warm()) {
 		return nil
 	}
@@ -537,13 +557,13 @@ func shardKill(ctx context.Context, e *env) error {
 		return nil
 	}
 	for first := true; first || e.left() > e.down()+e.settle(); first = false {
-		f, err := e.inject(kindKillShard, ns, "the contended key's shard", func(i int) error { return sh.KillShard(i, killed[i]) })
+		f, err := e.inject(kind, ns, "the contended key's shard", func(i int) error { return do(sh, i, killed[i]) })
 		if err != nil {
 			return err
 		}
 		probed := e.each(ns, probe)
 		sleep(ctx, e.down())
-		if err := e.undo(f, ns, "start", func(i int) error { return sh.StartShard(i, killed[i]) }); err != nil {
+		if err := e.undo(f, ns, undoName, func(i int) error { return undo(sh, i, killed[i]) }); err != nil {
 			return errors.Join(probed, err)
 		}
 		if probed != nil {

@@ -27,7 +27,9 @@ local function handon(k, q, skip, rb)
       if t ~= '0' then
         msg, ok = 'h', c and P('SET', k, h .. '#' .. r, 'PX', t).ok == 'OK'
       end
-      if ok and (tonumber(P('PUBLISH', c, msg .. h .. '|' .. r .. '|' .. k)) or 0) > 0 then
+      -- A channel ending in '}' is in k's slot (ShardChannel): a cluster's.
+      local pub = c and c:sub(-1) == '}' and 'SPUBLISH' or 'PUBLISH'
+      if ok and (tonumber(P(pub, c, msg .. h .. '|' .. r .. '|' .. k)) or 0) > 0 then
         return 2
       elseif ok and msg == 'h' then
         P('DEL', k)

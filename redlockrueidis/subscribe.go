@@ -60,9 +60,11 @@ func refused(err error) bool {
 	return errors.As(err, &re) && (strings.Contains(string(re), "NOPERM") || strings.HasPrefix(string(re), "ERR "))
 }
 
-// retryMin and retryMax bound the pause between two attempts to subscribe
-// (doubling from one to the next): a master that is down costs an attempt a
-// second.
+// retryMin and retryMax bound the pause after a failed attempt to
+// subscribe (doubling from one to the next): a master that is down costs an
+// attempt a second. After a break of a subscription that was made, the next
+// attempt is at once: the master is likely up (it dropped the connection,
+// or restarted), and waiters listen again sooner.
 const (
 	retryMin = 50 * time.Millisecond
 	retryMax = time.Second
@@ -97,7 +99,7 @@ func (s *subscription) Close() error {
 // Close (or a refusal that Subscribe reports).
 func (s *subscription) run() {
 	defer close(s.done)
-	pause := retryMin
+	var pause time.Duration
 	for {
 		dc, broken, err := s.subscribe()
 		told := s.tell(err)
@@ -107,10 +109,12 @@ func (s *subscription) run() {
 			if !told { // Subscribe returned without it: made again
 				s.deliver(redlock.Message{Resubscribed: true})
 			}
-			pause = retryMin
+			pause = 0 // a break of a subscription that was made: again at once
 			closed = s.listen(broken)
 		case told && refused(err):
 			closed = true // Subscribe closes it
+		default:
+			pause = min(max(2*pause, retryMin), retryMax)
 		}
 		dc.Close()
 		for range broken { // closed once the hooks are not called again
@@ -118,7 +122,6 @@ func (s *subscription) run() {
 		if closed || !s.sleep(pause) {
 			return
 		}
-		pause = min(2*pause, retryMax)
 	}
 }
 
@@ -167,6 +170,9 @@ func (s *subscription) listen(broken <-chan error) (closed bool) {
 
 // sleep waits d, or until Close (false).
 func (s *subscription) sleep(d time.Duration) bool {
+	if d <= 0 {
+		return s.ctx.Err() == nil
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -199,6 +199,26 @@ func (s *Shards) StartShard(i, k int) error {
 	return errors.Join(s.shards(i, "start", start, k), s.shards(i, "wait for", clusterOK))
 }
 
+// PauseShard stops shard k of master i with SIGSTOP: its requests time out
+// and its connections stay open, where a killed shard refuses them.
+func (s *Shards) PauseShard(i, k int) error {
+	return s.shards(i, "pause", (*redistest.Server).Pause, k)
+}
+
+// ResumeShard continues shard k of master i if it is paused, and waits
+// until the cluster is whole.
+func (s *Shards) ResumeShard(i, k int) error {
+	return errors.Join(s.shards(i, "resume", resume, k), s.shards(i, "wait for", clusterOK))
+}
+
+// resume continues a paused shard; one that is not paused is left alone.
+func resume(sv *redistest.Server) error {
+	if !sv.Paused() {
+		return nil
+	}
+	return sv.Resume()
+}
+
 // Restart kills every shard of master i and starts it again: empty, with
 // or without keepData (there is no persistence).
 func (s *Shards) Restart(i int, _ bool) error {
@@ -212,12 +232,7 @@ func (s *Shards) Pause(i int) error {
 
 // Resume continues master i's paused shards.
 func (s *Shards) Resume(i int) error {
-	return s.shards(i, "resume", func(sv *redistest.Server) error {
-		if !sv.Paused() {
-			return nil
-		}
-		return sv.Resume()
-	})
+	return s.shards(i, "resume", resume)
 }
 
 // Partition returns ErrNoPartition.

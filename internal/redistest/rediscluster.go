@@ -154,3 +154,91 @@ func (rc *RedisCluster) Stop() error {
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// MoveSlot moves hash slot slot, with its keys, from shard from to shard
+// to, as redis-cli --cluster reshard does: CLUSTER SETSLOT IMPORTING on to
+// and MIGRATING on from, MIGRATE of the slot's keys in batches, then
+// CLUSTER SETSLOT NODE on every shard. While it runs, requests for the
+// slot's keys get ASK (keys already moved) and TRYAGAIN (multi-key ones
+// split between the shards); after it, MOVED from from.
+func (rc *RedisCluster) MoveSlot(ctx context.Context, slot, from, to int) error {
+	c := make([]*redis.Client, len(rc.Shards))
+	for i, s := range rc.Shards {
+		c[i] = redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DisableIdentity: true})
+		defer c[i].Close()
+	}
+	ids := make([]string, len(c))
+	for i := range c {
+		id, err := c[i].Do(ctx, "cluster", "myid").Text()
+		if err != nil {
+			return fmt.Errorf("redistest: CLUSTER MYID on %s: %w", rc.Shards[i].Addr(), err)
+		}
+		ids[i] = id
+	}
+	if err := c[to].Do(ctx, "cluster", "setslot", slot, "importing", ids[from]).Err(); err != nil {
+		return fmt.Errorf("redistest: SETSLOT %d IMPORTING: %w", slot, err)
+	}
+	if err := c[from].Do(ctx, "cluster", "setslot", slot, "migrating", ids[to]).Err(); err != nil {
+		return fmt.Errorf("redistest: SETSLOT %d MIGRATING: %w", slot, err)
+	}
+	for {
+		keys, err := c[from].ClusterGetKeysInSlot(ctx, slot, 100).Result()
+		if err != nil {
+			return fmt.Errorf("redistest: GETKEYSINSLOT %d: %w", slot, err)
+		}
+		if len(keys) == 0 {
+			break
+		}
+		args := []any{"migrate", "127.0.0.1", rc.Shards[to].port, "", 0, 5000, "replace", "keys"}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		if err := c[from].Do(ctx, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return fmt.Errorf("redistest: MIGRATE slot %d: %w", slot, err)
+		}
+	}
+	// The target first, then the source, then the others (as redis-cli).
+	for _, i := range append([]int{to, from}, others(len(c), to, from)...) {
+		if err := c[i].Do(ctx, "cluster", "setslot", slot, "node", ids[to]).Err(); err != nil {
+			return fmt.Errorf("redistest: SETSLOT %d NODE on %s: %w", slot, rc.Shards[i].Addr(), err)
+		}
+	}
+	return nil
+}
+
+// others returns 0..n-1 without a and b.
+func others(n, a, b int) []int {
+	var is []int
+	for i := range n {
+		if i != a && i != b {
+			is = append(is, i)
+		}
+	}
+	return is
+}
+
+// ShardOfSlot returns the index of the shard that serves slot, asked of
+// the first shard (CLUSTER SHARDS).
+func (rc *RedisCluster) ShardOfSlot(ctx context.Context, slot int) (int, error) {
+	c := redis.NewClient(&redis.Options{Addr: rc.Shards[0].Addr(), MaxRetries: -1, DisableIdentity: true})
+	defer c.Close()
+	shards, err := c.ClusterShards(ctx).Result()
+	if err != nil {
+		return -1, err
+	}
+	for _, sh := range shards {
+		for _, r := range sh.Slots {
+			if int(r.Start) > slot || slot > int(r.End) {
+				continue
+			}
+			for _, n := range sh.Nodes {
+				for i, s := range rc.Shards {
+					if n.Role == "master" && s.port == int(n.Port) {
+						return i, nil
+					}
+				}
+			}
+		}
+	}
+	return -1, fmt.Errorf("redistest: no shard serves slot %d", slot)
+}
