@@ -123,8 +123,11 @@ var (
 	rwAcquireFencedSrc any = script(fenceLua, rwStateLua, rwAcquireLua)
 	rwFenceSrc         any = script(fenceLua, rwStateLua, rwFenceLua)
 	rwExtendSrc        any = script(rwStateLua, rwExtendLua)
-	rwReleaseSrc       any = script(handonLua, rwStateLua, rwWakeLua, rwReleaseLua)
-	rwQueueSrc         any = script(handonLua, rwStateLua, rwWakeLua, rwQueueLua)
+	// A reader's release wakes no readers (rw_release.lua calls wakeall
+	// for a writer's alone): it goes without rw_wake.lua's routine.
+	rwReleaseSrc  any = script(handonLua, rwStateLua, rwWakeLua, rwReleaseLua)
+	rwRReleaseSrc any = script(handonLua, rwStateLua, rwReleaseLua)
+	rwQueueSrc    any = script(handonLua, rwStateLua, rwWakeLua, rwQueueLua)
 
 	// A vote behind the restart gate: the gate's check first (gated.lua).
 	gatedRWAcquireSrc       any = script(gateLua, gatedLua, rwStateLua, rwAcquireLua)
@@ -167,7 +170,11 @@ func rwArgs(a []any, q *request, key, value, ms any) []any {
 	case reqRelease:
 		waiter := boxed(q.waiter, q.Waiter)
 		if q.Hand == "" {
-			return append(a, "eval", rwReleaseSrc, int64(1), key, "release", role, value, waiter, bit(q.rollback))
+			src := rwReleaseSrc
+			if q.Kind == kindReader {
+				src = rwRReleaseSrc
+			}
+			return append(a, "eval", src, int64(1), key, "release", role, value, waiter, bit(q.rollback))
 		}
 		return append(a, "eval", rwQueueSrc, int64(1), key, role, waiter, q.Place, q.Hand, int64(q.Reg), q.Queued, bit(q.Yield))
 	default:

@@ -7,29 +7,28 @@
 -- places (or renews) its waiting call's claim 'c'..hand for ttl; admitted,
 -- it drops it. Returns 0 when refused, else 1, or the fence token
 -- (fence.lua) for a fenced writer.
-local k, role, value = KEYS[1], ARGV[2], ARGV[3]
-local f = role .. value
-local at, hd = now + tonumber(ARGV[4]), ARGV[5]
-local r, w, c, last = scan(k, f)
+local k, role, hd = KEYS[1], ARGV[2], ARGV[5]
+local f, at = role .. ARGV[3], now + ARGV[4]
+local r, w, c, l = scan(k, f)
 if role == 'r' and (w or c > 0) or role == 'w' and (r > 0 or w) then
-  if role == 'w' and hd ~= '' then
-    redis.call('HSET', k, 'c' .. hd, string.format('%.0f', at))
-    expire(k, math.max(last, at))
-  end
-  return 0
+if role == 'w' and hd ~= '' then
+C('HSET', k, 'c' .. hd, string.format('%.0f', at))
+expire(k, math.max(l, at))
+end
+return 0
 end
 local token = 1
 if ARGV[6] == '1' then
-  local n, err = counter(FK)
-  if not n then
-    return err
-  end
-  token = raise(FK, n)
+local n, err = counter(FK)
+if not n then
+return err
 end
-redis.call('HSET', k, f, string.format('%.0f', at))
+token = raise(FK, n)
+end
+C('HSET', k, f, string.format('%.0f', at))
 if hd ~= '' then
-  redis.call('HDEL', k, 'c' .. hd)
-  r, w, c, last = scan(k, f)
+C('HDEL', k, 'c' .. hd)
+r, w, c, l = scan(k, f)
 end
-expire(k, math.max(last, at))
+expire(k, math.max(l, at))
 return token

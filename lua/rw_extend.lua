@@ -3,14 +3,13 @@
 -- repair ('1'): set it again where it is gone and its role would be
 -- admitted now but for claims (auto-extend's renew, as extend.lua's).
 -- Returns 1, or 0.
-local k, role, value = KEYS[1], ARGV[2], ARGV[3]
-local f = role .. value
-local live = (tonumber(redis.call('HGET', k, f)) or -1) >= now
-local r, w, c, last = scan(k, f)
-if not live and (ARGV[5] ~= '1' or role == 'r' and w or role == 'w' and (r > 0 or w)) then
+local k, role = KEYS[1], ARGV[2]
+local f = role .. ARGV[3]
+local r, w, c, last, live = scan(k, f)
+if live == 0 and (ARGV[5] ~= '1' or role == 'r' and w or role == 'w' and (r > 0 or w)) then
   return 0
 end
 local at = now + tonumber(ARGV[4])
-redis.call('HSET', k, f, string.format('%.0f', at))
+C('HSET', k, f, string.format('%.0f', at))
 expire(k, math.max(last, at))
 return 1

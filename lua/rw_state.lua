@@ -15,42 +15,33 @@
 -- latest entry. Derived keys (same hash slot: the base has a hash tag):
 -- KEYS[1] .. ':waiters' (the writers' queue, as WaitKey), KEYS[1] ..
 -- ':readers' (the readers' queue), KEYS[1] .. ':fence' (as FenceKey).
-local T = redis.call('TIME')
-local now = tonumber(T[1]) * 1000 + math.floor(tonumber(T[2]) / 1000)
+-- C is redis.call; now is the master's clock in ms (TIME: never a
+-- client's). Names are short: the master hashes every EVAL's bytes.
+local C, T = redis.call, redis.call('TIME')
+local now = T[1] * 1000 + math.floor(T[2] / 1000)
 local WQ, RQ, FK = KEYS[1] .. ':waiters', KEYS[1] .. ':readers', KEYS[1] .. ':fence'
 
 -- scan drops the entries that expired and returns the live readers'
 -- count, the live writer's field (nil: none), the live claims' count and
--- the latest expiry of the live entries but skip (0: none).
+-- the latest expiry of the live entries but skip (0: none), then skip's
+-- own expiry while it is live (0: none), which spares its step an HGET.
 local function scan(k, skip)
-  local f = redis.call('HGETALL', k)
-  local r, w, c, last = 0, nil, 0, 0
-  for i = 1, #f, 2 do
-    local at = tonumber(f[i + 1])
-    if not at or at < now then
-      redis.call('HDEL', k, f[i])
-    elseif f[i] ~= skip then
-      local role = f[i]:sub(1, 1)
-      if role == 'r' then
-        r = r + 1
-      elseif role == 'w' then
-        w = f[i]
-      else
-        c = c + 1
-      end
-      if at > last then
-        last = at
-      end
-    end
-  end
-  return r, w, c, last
+local f, r, w, c, l, s = C('HGETALL', k), 0, nil, 0, 0, 0
+for i = 1, #f, 2 do
+local at, x = tonumber(f[i + 1]), f[i]:sub(1, 1)
+if not at or at < now then
+C('HDEL', k, f[i])
+elseif f[i] == skip then
+s = at
+else
+if x == 'r' then r = r + 1 elseif x == 'w' then w = f[i] else c = c + 1 end
+if at > l then l = at end
+end
+end
+return r, w, c, l, s
 end
 
 -- expire makes the key live as long as its latest entry, or deletes it.
-local function expire(k, last)
-  if last > 0 then
-    redis.call('PEXPIRE', k, last - now)
-  else
-    redis.call('DEL', k)
-  end
+local function expire(k, l)
+if l > 0 then C('PEXPIRE', k, l - now) else C('DEL', k) end
 end
