@@ -123,7 +123,9 @@ func TestReplicaConfirmNeedsOneConnection(t *testing.T) {
 		{"go-redis without retries", func() redlock.Node { return redlock.NewNode(clients(t, []string{addr})[0]) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRedlock(t, []redlock.Node{tc.node()}, redlock.WithReplicaConfirm(1), redlock.WithNodeTimeout(time.Second))
+			// The WAIT is bounded by the node timeout: 3 s, since a replica
+			// on a loaded machine (CI's, load 10) once acked later than 1 s.
+			r := newRedlock(t, []redlock.Node{tc.node()}, redlock.WithReplicaConfirm(1), redlock.WithNodeTimeout(3*time.Second))
 			l, err := r.TryLock(ctx, testKey(t))
 			if err != nil {
 				t.Fatalf("TryLock with the replica in sync: %v", err)
