@@ -106,6 +106,19 @@ func failoverMidBatch(t *testing.T, pipelined bool) {
 			t.Fatalf("the batch's WAIT is not blocked on the primary after 5 s: %v %v", list.Reply, list.Err)
 		}
 	}
+	// The first INCR must be on the replica before it is promoted: SENTINEL
+	// FAILOVER does not wait for it to catch up, and under -race the
+	// promotion once beat the replication stream (the counter was absent).
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got := command(1, "get", key)
+		do(onReplica, got)
+		if got.Reply == "1" {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the batch's first INCR did not reach the replica in 5 s: %#v %v", got.Reply, got.Err)
+		}
+	}
 	failover := command(0, "sentinel", "failover", "m1")
 	do(newNode(t, serverOption(s.Addr())), failover)
 	if failover.Err != nil {
