@@ -50,7 +50,7 @@ var _ redlock.Node = (*node)(nil)
 //   - one server: host:port/db (opt.InitAddress[0] and opt.SelectDB);
 //   - a Redis Cluster: cluster:host:port,host:port (opt.InitAddress,
 //     sorted); the Node then routes each command by its first key and
-//     delivers no wake-ups (see below);
+//     delivers wake-ups on shard channels (see below);
 //   - a primary under Sentinel: sentinel:MASTER@host:port,…/db
 //     (opt.Sentinel.MasterSet, the Sentinels of opt.InitAddress sorted, and
 //     opt.SelectDB).
@@ -87,11 +87,12 @@ var _ redlock.Node = (*node)(nil)
 //
 // Its Subscribe subscribes over a connection of its own (rueidis's
 // Dedicate, with PubSubHooks), and subscribes again on a new one each time
-// that one breaks. Over a Redis Cluster it delivers no wake-ups, for the
-// reason the go-redis Node gives none: a script's PUBLISH counts only the
-// receivers on the node that runs it, so a release on another shard than the
-// subscription would count nobody listening and give back the key it
-// handed. Waiting calls on a cluster take the key by their backoff.
+// that one breaks. Over a Redis Cluster it declares
+// [redlock.Traits].ShardChannels, as the go-redis Node does: the scripts
+// SPUBLISH wake-ups on a channel in the key's slot, which the Node
+// SSUBSCRIBEs on the shard that serves the slot (rueidis's Receive), and
+// subscribes again where the slot went when it moves, or when its shard
+// fails over.
 func NewNode(c rueidis.Client, opt rueidis.ClientOption) redlock.Node {
 	if c == nil {
 		return nil
@@ -142,7 +143,7 @@ func (n *node) Name() string { return n.name }
 func (n *node) Traits() redlock.Traits {
 	t := redlock.Traits{KeepsDeadlines: true, NameHint: n.unnamed, OneConnection: n.oneConn == "", ConnectionHint: n.oneConn}
 	if n.cluster {
-		t.Routing = redlock.RouteByKey
+		t.Routing, t.ShardChannels = redlock.RouteByKey, true
 	}
 	return t
 }

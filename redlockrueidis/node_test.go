@@ -494,12 +494,18 @@ func TestSubscribeRefused(t *testing.T) {
 	}
 }
 
-// TestClusterSubscribe: a cluster's Node delivers no wake-ups.
+// TestClusterSubscribe: a cluster's Node declares ShardChannels and
+// refuses a plain channel, whose PUBLISH from a script would count only
+// the listeners of the shard that runs it (the conformance kit checks the
+// shard channels it delivers).
 func TestClusterSubscribe(t *testing.T) {
 	n := redlockrueidis.NewNode(modeClient{mode: rueidis.ClientModeCluster}, rueidis.ClientOption{InitAddress: []string{"a:1"}})
+	if !n.Traits().ShardChannels {
+		t.Error("a cluster Node does not declare Traits.ShardChannels")
+	}
 	sub, err := n.Subscribe(context.Background(), "ch", func(redlock.Message) {})
 	if sub != nil || !errors.Is(err, errors.ErrUnsupported) {
-		t.Errorf("Subscribe on a cluster Node = %v, %v; want no Subscription and errors.ErrUnsupported", sub, err)
+		t.Errorf("Subscribe to a plain channel on a cluster Node = %v, %v; want no Subscription and errors.ErrUnsupported", sub, err)
 	}
 }
 

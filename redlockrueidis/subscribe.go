@@ -16,15 +16,22 @@ import (
 // Subscribe subscribes channel on the master over a connection of its own,
 // and subscribes again, on a new connection, each time that one breaks:
 // deliver then gets a Message with Resubscribed set. One goroutine per
-// subscription delivers, until Close. On a Redis Cluster it returns an
-// error wrapping errors.ErrUnsupported (see [NewNode]).
+// subscription delivers, until Close.
+//
+// On a Redis Cluster (Traits.ShardChannels) channel is a
+// [redlock.ShardChannel], in a slot: it is SSUBSCRIBEd on the shard that
+// serves the slot, and subscribed again when that shard ends the
+// subscription because the slot moved (rueidis follows the MOVED the old
+// shard then answers) or when its connection breaks (a failover). A plain
+// channel is refused there with an error wrapping errors.ErrUnsupported: a
+// script's PUBLISH counts only the listeners of the shard that runs it.
 //
 // Close waits for a dial in progress, which opt.Dialer.Timeout bounds.
 func (n *node) Subscribe(ctx context.Context, channel string, deliver func(redlock.Message)) (redlock.Subscription, error) {
-	if n.cluster {
-		return nil, fmt.Errorf("a Redis Cluster's PUBLISH from a script counts only the receivers on the node that runs it: no wake-ups: %w", errors.ErrUnsupported)
+	if n.cluster && !strings.HasSuffix(channel, "}") {
+		return nil, fmt.Errorf("a Redis Cluster's PUBLISH from a script counts only the receivers on the node that runs it: wake-ups only on shard channels: %w", errors.ErrUnsupported)
 	}
-	s := &subscription{c: n.c, channel: channel, deliver: deliver,
+	s := &subscription{c: n.c, channel: channel, deliver: deliver, sharded: n.cluster,
 		done: make(chan struct{}), msgs: make(chan string), waiting: true, first: make(chan error, 1)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	go s.run()
@@ -76,6 +83,7 @@ const (
 type subscription struct {
 	c       rueidis.Client
 	channel string
+	sharded bool // SSUBSCRIBE on a cluster (ssubscribe), not SUBSCRIBE
 	deliver func(redlock.Message)
 	ctx     context.Context // ends with Close
 	cancel  context.CancelFunc
@@ -101,7 +109,7 @@ func (s *subscription) run() {
 	defer close(s.done)
 	var pause time.Duration
 	for {
-		dc, broken, err := s.subscribe()
+		stop, broken, err := s.subscribe()
 		told := s.tell(err)
 		closed := false
 		switch {
@@ -116,7 +124,7 @@ func (s *subscription) run() {
 		default:
 			pause = min(max(2*pause, retryMin), retryMax)
 		}
-		dc.Close()
+		stop()
 		for range broken { // closed once the hooks are not called again
 		}
 		if closed || !s.sleep(pause) {
@@ -125,10 +133,13 @@ func (s *subscription) run() {
 	}
 }
 
-// subscribe makes one attempt, on a connection of its own: the
-// connection, the channel its hooks report its end on, and the master's
-// answer.
-func (s *subscription) subscribe() (rueidis.DedicatedClient, <-chan error, error) {
+// subscribe makes one attempt, on a connection of its own: what closes
+// it, the channel that reports its end (closed once the subscription
+// delivers nothing more), and the master's answer.
+func (s *subscription) subscribe() (func(), <-chan error, error) {
+	if s.sharded {
+		return s.ssubscribe()
+	}
 	dc, _ := s.c.Dedicate() // closed by run, not given back to the pool
 	broken := dc.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: func(m rueidis.PubSubMessage) {
 		select {
@@ -137,7 +148,61 @@ func (s *subscription) subscribe() (rueidis.DedicatedClient, <-chan error, error
 		}
 	}})
 	_, err := result(dc.Do(s.ctx, dc.B().Subscribe().Channel(s.channel).Build()))
-	return dc, broken, err
+	return dc.Close, broken, err
+}
+
+// ssubscribe makes one attempt on a cluster: rueidis's Receive sends
+// SSUBSCRIBE to the shard its slot map names for the channel's slot (and,
+// answered MOVED, refreshes the map and sends it again where the slot went),
+// and returns when the subscription ends: Close, a broken connection, or
+// the shard's own SUNSUBSCRIBE when the slot moves away. The subscription
+// is made when the shard confirms it (the subscription hook).
+func (s *subscription) ssubscribe() (func(), <-chan error, error) {
+	made := make(chan struct{})
+	var once sync.Once
+	ctx, cancel := context.WithCancel(rueidis.WithOnSubscriptionHook(s.ctx, func(ps rueidis.PubSubSubscription) {
+		if ps.Kind == "ssubscribe" {
+			once.Do(func() { close(made) })
+		}
+	}))
+	ended := make(chan error, 1)
+	go func() {
+		defer close(ended)
+		err := s.c.Receive(ctx, s.c.B().Ssubscribe().Channel(s.channel).Build(), func(m rueidis.PubSubMessage) {
+			select {
+			case s.msgs <- m.Message:
+			case <-ctx.Done():
+			}
+		})
+		if err == nil {
+			err = errSlotMoved
+		}
+		ended <- err
+	}()
+	select {
+	case <-made:
+		return cancel, ended, nil
+	case err := <-ended:
+		cancel()
+		if err == nil || errors.Is(err, errSlotMoved) {
+			err = errors.New("the subscription ended before the shard confirmed it")
+		}
+		if re := (*rueidis.RedisError)(nil); errors.As(err, &re) {
+			err = replyError(re.Error())
+		}
+		return cancel, closedErr(), err
+	}
+}
+
+// errSlotMoved: the shard ended the subscription without an error, which
+// it does when the channel's slot moved to another shard.
+var errSlotMoved = errors.New("the shard ended the subscription: its slot moved")
+
+// closedErr returns a closed channel.
+func closedErr() <-chan error {
+	c := make(chan error)
+	close(c)
+	return c
 }
 
 // tell hands err, the outcome of an attempt, to Subscribe when it still

@@ -23,7 +23,8 @@
 // sent again when a connection breaks mid-batch: skipped, with the Node's
 // reason, for a Node that does not declare it), subscriptions, and, when
 // the adapter makes Nodes over a Redis Cluster, locks on keys of every
-// shape there.
+// shape there and, when its Node declares Traits.ShardChannels, wake-ups
+// on shard channels (following a slot that moves) and hand-offs.
 package redlocktest
 
 import (
@@ -512,4 +513,132 @@ func (k *kit) cluster(t *testing.T) {
 	}
 	base := key(t)
 	lockKinds(t, []redlock.Node{n}, []string{"{" + base + "}:a", base, base + "}x", "a{}" + base})
+	t.Run("shard channels", func(t *testing.T) { k.shardChannels(t, rc) })
+}
+
+// keySlot asks the cluster behind n for key's hash slot.
+func keySlot(t *testing.T, n redlock.Node, key string) int {
+	t.Helper()
+	c := cmd(0, "cluster", "keyslot", key)
+	exec(n, 5*time.Second, c)
+	slot, ok := c.Reply.(int64)
+	if c.Err != nil || !ok {
+		t.Fatalf("CLUSTER KEYSLOT %s = %#v, %v", key, c.Reply, c.Err)
+	}
+	return int(slot)
+}
+
+// shardChannels: a cluster Node that declares Traits.ShardChannels
+// delivers what a script SPUBLISHes on a [redlock.ShardChannel] (counted
+// as one receiver, on the shard that runs the script), follows the
+// channel's slot when it moves to another shard (Resubscribed, then
+// delivering there), and a waiting Lock call is handed the key at once,
+// on keys of every shard. A Node that does not declare it is skipped,
+// saying so: its waiting calls take keys by their backoff.
+func (k *kit) shardChannels(t *testing.T, rc *redistest.RedisCluster) {
+	n := k.a.ClusterNode(t, rc.Addrs())
+	if !n.Traits().ShardChannels {
+		t.Skip("the cluster Node does not declare Traits.ShardChannels: no wake-ups on cluster masters, waiting calls take keys by their backoff")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ky := key(t)
+	ch := redlock.ShardChannel("redlocktest:probe", ky)
+	var mu sync.Mutex
+	var got []string
+	resubscribed := 0
+	sub, err := n.Subscribe(ctx, ch, func(m redlock.Message) {
+		mu.Lock()
+		defer mu.Unlock()
+		if m.Resubscribed {
+			resubscribed++
+			return
+		}
+		got = append(got, m.Payload)
+	})
+	if err != nil {
+		t.Fatalf("Subscribe(%q) on a Node that declares ShardChannels: %v", ch, err)
+	}
+	defer sub.Close()
+	await := func(what string, cond func() bool) {
+		t.Helper()
+		for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			mu.Lock()
+			ok := cond()
+			mu.Unlock()
+			if ok {
+				return
+			}
+			if time.Now().After(end) {
+				mu.Lock()
+				defer mu.Unlock()
+				t.Fatalf("after 5 s: %s; delivered %q, Resubscribed %d times", what, got, resubscribed)
+			}
+		}
+	}
+	spublish := func(payload string) {
+		t.Helper()
+		c := eval("return redis.call('spublish', ARGV[1], ARGV[2])", []string{ky}, ch, payload)
+		exec(n, 5*time.Second, c)
+		if c.Err != nil || c.Reply != int64(1) {
+			t.Fatalf("SPUBLISH %q from a script on the key's shard = %#v, %v; want 1 receiver, the subscription", payload, c.Reply, c.Err)
+		}
+	}
+	spublish("one")
+	await("want the SPUBLISHed message delivered", func() bool { return len(got) == 1 && got[0] == "one" })
+	slot := keySlot(t, n, ky)
+	from, err := rc.ShardOfSlot(ctx, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.MoveSlot(ctx, slot, from, (from+1)%len(rc.Shards)); err != nil {
+		t.Fatal(err)
+	}
+	await("want Resubscribed once the channel's slot moved to another shard", func() bool { return resubscribed > 0 })
+	spublish("two")
+	await("want a message SPUBLISHed on the slot's new shard delivered", func() bool { return len(got) == 2 && got[1] == "two" })
+
+	holder := newRedlock(t, []redlock.Node{n})
+	waiter := newRedlock(t, []redlock.Node{k.a.ClusterNode(t, rc.Addrs())}, redlock.WithBackoff(5*time.Second, 5*time.Second))
+	shards := map[int]bool{}
+	for i := 0; len(shards) < len(rc.Shards) && i < 1000; i++ {
+		ky := fmt.Sprintf("%s:%d", key(t), i)
+		shard, err := rc.ShardOfSlot(ctx, keySlot(t, n, ky))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if shards[shard] {
+			continue
+		}
+		shards[shard] = true
+		l, err := holder.Lock(ctx, ky)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waited := make(chan *redlock.Lock, 1)
+		go func() {
+			w, err := waiter.Lock(ctx, ky)
+			if err != nil {
+				t.Errorf("the waiting call for %q (shard %d): %v", ky, shard, err)
+			}
+			waited <- w
+		}()
+		time.Sleep(300 * time.Millisecond) // the waiter's first attempt failed and queued it
+		released := time.Now()
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		w := <-waited
+		if w == nil {
+			t.FailNow()
+		}
+		took := time.Since(released)
+		t.Logf("key on shard %d: the waiting call had it %v after the Unlock", shard, took.Round(time.Millisecond))
+		if took > time.Second {
+			t.Errorf("key on shard %d: the waiting call had it %v after the Unlock; want a hand-off, far below its 5 s backoff", shard, took.Round(time.Millisecond))
+		}
+		if err := w.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -1,0 +1,197 @@
+package redlockrueidis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+
+	"github.com/redlock/redlock"
+	"github.com/redlock/redlock/internal/redistest"
+)
+
+// clusters starts n Redis Clusters of three shards each, the masters of a
+// Redlock.
+func clusters(t *testing.T, n int) []*redistest.RedisCluster {
+	t.Helper()
+	cs := make([]*redistest.RedisCluster, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range cs {
+		wg.Go(func() { cs[i], errs[i] = redistest.StartRedisCluster(3, redistest.Options{}) })
+	}
+	wg.Wait()
+	for i, c := range cs {
+		if c != nil {
+			t.Cleanup(func() { c.Stop() })
+		}
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+	}
+	return cs
+}
+
+// rueidisCluster is a rueidis Node of the cluster rc.
+func rueidisCluster(tb testing.TB, rc *redistest.RedisCluster) redlock.Node {
+	return newNode(tb, rueidis.ClientOption{InitAddress: rc.Addrs(), DisableCache: true,
+		Dialer: net.Dialer{Timeout: time.Second}})
+}
+
+// goredisCluster is a go-redis Node of the cluster rc, its client set as
+// docs/masters.md says (no retry backoff).
+func goredisCluster(tb testing.TB, rc *redistest.RedisCluster) redlock.Node {
+	return redlock.NewNode(goredisClusterClient(tb, rc))
+}
+
+func goredisClusterClient(tb testing.TB, rc *redistest.RedisCluster) *redis.ClusterClient {
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs(), ContextTimeoutEnabled: true,
+		MaxRetries: -1, DialerRetries: 1, DialTimeout: time.Second, MinRetryBackoff: -1, MaxRetryBackoff: -1})
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// clusterNodes returns a Node of each cluster, made by node.
+func clusterNodes(t *testing.T, cs []*redistest.RedisCluster, node func(testing.TB, *redistest.RedisCluster) redlock.Node) []redlock.Node {
+	nodes := make([]redlock.Node, len(cs))
+	for i, c := range cs {
+		nodes[i] = node(t, c)
+	}
+	return nodes
+}
+
+// clusterValues returns key's value on each cluster ("" where it has none).
+func clusterValues(t *testing.T, cs []*redistest.RedisCluster, key string) []string {
+	t.Helper()
+	vs := make([]string, len(cs))
+	for i, rc := range cs {
+		v, err := goredisClusterClient(t, rc).Get(context.Background(), key).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatal(err)
+		}
+		vs[i] = v
+	}
+	return vs
+}
+
+// TestClusterHandOff: on masters that are Redis Clusters of three shards, a
+// waiting Lock call reached through rueidis is handed the key by the
+// holder's Unlock at once, not after its 5 s backoff, whichever shard the
+// key is on and whichever client the holder uses, and then holds it on a
+// quorum of clusters. The release script SPUBLISHes on a channel in the
+// key's slot, which the rueidis Node SSUBSCRIBEs on the slot's shard.
+// Before, a rueidis cluster Node gave no wake-ups: the waiter slept its
+// backoff.
+func TestClusterHandOff(t *testing.T) {
+	t.Parallel()
+	cs := clusters(t, 3)
+	byRueidis := newRedlock(t, clusterNodes(t, cs, rueidisCluster))
+	byGoredis := newRedlock(t, clusterNodes(t, cs, goredisCluster))
+	mixed := newRedlock(t, []redlock.Node{rueidisCluster(t, cs[0]), goredisCluster(t, cs[1]), rueidisCluster(t, cs[2])})
+	for _, dir := range []struct {
+		name           string
+		holder, waiter *redlock.Redlock
+	}{
+		{"rueidis to rueidis", byRueidis, newRedlock(t, clusterNodes(t, cs, rueidisCluster))},
+		{"go-redis to rueidis", byGoredis, byRueidis},
+		{"rueidis to go-redis", byRueidis, byGoredis},
+		{"rueidis to mixed", byRueidis, mixed},
+	} {
+		for i := range 3 { // keys in three slots: on any shard
+			key := fmt.Sprintf("handed:%s:%d", dir.name, i)
+			w, took := handOff(t, dir.holder, dir.waiter, key)
+			t.Logf("%s, key %q: the waiting call had the key %v after the Unlock", dir.name, key, took.Round(time.Millisecond))
+			if took > time.Second {
+				t.Errorf("%s, key %q: the waiting call had the key %v after the Unlock; want a hand-off, far below its 5 s backoff", dir.name, key, took)
+			}
+			held := 0
+			for _, v := range clusterValues(t, cs, key) {
+				if v == w.Value() {
+					held++
+				}
+			}
+			if held < 2 {
+				t.Errorf("%s, key %q: the handed value is on %d of 3 clusters; want a quorum", dir.name, key, held)
+			}
+			if err := w.Unlock(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestClusterHandOffAcrossSlotMove: a rueidis waiter subscribed on the
+// shard channel of its key's slot is still handed the key after the slot
+// moved to another shard on every cluster while the key was held. The old
+// shard ends the subscription (sunsubscribe); the Node subscribes again,
+// where the cluster now serves the slot (rueidis follows the MOVED its
+// SSUBSCRIBE gets), and delivers Resubscribed, so the waiter queues again
+// there; the holder's Unlock hands the key on.
+func TestClusterHandOffAcrossSlotMove(t *testing.T) {
+	t.Parallel()
+	cs := clusters(t, 3)
+	holder := newRedlock(t, clusterNodes(t, cs, rueidisCluster))
+	waiter := newRedlock(t, clusterNodes(t, cs, rueidisCluster))
+	ctx := context.Background()
+	const key = "moved"
+	slot := keySlot(t, cs[0], key)
+	for round := range 3 {
+		l, err := holder.Lock(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *redlock.Lock, 1)
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			w, err := waiter.Lock(wctx, key, redlock.WithBackoff(5*time.Second, 5*time.Second))
+			if err != nil {
+				t.Error(err)
+			}
+			got <- w
+		}()
+		time.Sleep(300 * time.Millisecond) // the waiter tried, subscribed and queued
+		for _, rc := range cs {
+			from, err := rc.ShardOfSlot(ctx, slot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := rc.MoveSlot(ctx, slot, from, (from+1)%len(rc.Shards)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(300 * time.Millisecond) // subscribed again on the new shards, queued there
+		start := time.Now()
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatalf("round %d: Unlock after the slot moved: %v", round, err)
+		}
+		w := <-got
+		if w == nil {
+			t.FailNow()
+		}
+		d := time.Since(start)
+		t.Logf("round %d: slot %d moved on every cluster; Unlock to waiter holding %v", round, slot, d.Round(time.Millisecond))
+		if d > time.Second {
+			t.Errorf("round %d: the waiter got the lock %v after the Unlock; want a hand-off on the slot's new shards, far below its 5 s backoff", round, d.Round(time.Millisecond))
+		}
+		if err := w.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// keySlot asks the cluster rc for key's hash slot.
+func keySlot(t *testing.T, rc *redistest.RedisCluster, key string) int {
+	t.Helper()
+	s, err := goredisClusterClient(t, rc).ClusterKeySlot(context.Background(), key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(s)
+}
