@@ -133,7 +133,7 @@ func TestCommandSoak(t *testing.T) {
 
 func TestSafeScenarioNames(t *testing.T) {
 	got := strings.Join(SafeScenarioNames(), ",")
-	want := "minority-kill,minority-kill-mid-acquire,minority-pause,minority-partition,shard-kill,shard-pause,subscriptions-drop,majority-kill," +
+	want := "minority-kill,minority-kill-mid-acquire,minority-pause,minority-partition,shard-kill,shard-pause,reshard,subscriptions-drop,majority-kill," +
 		"restart-no-persistence-immediate-gated,restart-no-persistence-immediate-fenced-gated,failover-without-key-confirmed," +
 		"process-minority-kill,process-holder-kill,rw-minority-kill,rw-minority-pause,rw-minority-partition," +
 		"rw-restart-no-persistence-immediate-gated,rw-process-minority-kill," +

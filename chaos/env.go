@@ -31,6 +31,7 @@ type env struct {
 	adapter     string        // Config.Adapter: the contenders' clients
 	restartGate time.Duration // the clients' WithRestartGate; 0: off
 	confirm     bool          // the clients take locks WithReplicaConfirm(1)
+	companions  bool          // the leak check counts the keys' companions too (scenario.companions)
 	end         time.Time     // the workload runs until then, or until the script is done if later
 	keys        []string
 	rec         *recorder
@@ -193,7 +194,12 @@ func (e *env) restore() error {
 
 // leaked lists the lock keys left on the masters that no fault touched,
 // once every holder has released, each with the time it still had to live:
-// a lock that nobody holds and that blocks its key until it expires.
+// a lock that nobody holds and that blocks its key until it expires. A key
+// found on a shard of a Redis Cluster master that does not serve its slot
+// (an orphan a slot move left behind) is listed too. With e.companions it
+// also lists the companions of the keys: every hand-off queue, and every
+// fence counter found on a shard that does not serve its slot (on the one
+// that does, a counter is kept by design: it never expires).
 func (e *env) leaked(ctx context.Context) ([]string, error) {
 	e.mu.Lock()
 	faulted := slices.Clone(e.faulted)
@@ -204,9 +210,16 @@ func (e *env) leaked(ctx context.Context) ([]string, error) {
 			continue
 		}
 		for _, addr := range servers(master) {
-			keys, err := leakedOn(ctx, addr)
+			keys, err := leakedOn(ctx, addr, e.companions)
 			for _, k := range keys {
-				out = append(out, fmt.Sprintf("master %d: %s (expires in %v; %s)", i, k.key, k.ttl, e.whose(k.value)))
+				switch {
+				case k.orphan:
+					out = append(out, fmt.Sprintf("master %d: %s on %s, a shard that does not serve its slot (an orphan of a slot move)", i, k.key, addr))
+				case k.companion != "":
+					out = append(out, fmt.Sprintf("master %d: %s, a %s (expires in %v; %s)", i, k.key, k.companion, k.ttl, k.value))
+				default:
+					out = append(out, fmt.Sprintf("master %d: %s (expires in %v; %s)", i, k.key, k.ttl, e.whose(k.value)))
+				}
 			}
 			if err != nil {
 				return out, fmt.Errorf("master %d (%s): list keys: %w", i, addr, err)
@@ -237,35 +250,77 @@ func servers(master string) []string {
 	return []string{master}
 }
 
-// leakedKey is a lock key left on a server, with its value.
+// leakedKey is a key left on a server: a lock, with its value, or one of
+// its companions.
 type leakedKey struct {
 	key, value string
 	ttl        time.Duration
+	companion  string // "fence counter" or "hand-off queue"; "" for a lock
+	orphan     bool   // on a shard that does not serve its slot: it replied MOVED
 }
 
-// leakedOn lists the lock keys on the redis-server at addr.
-func leakedOn(ctx context.Context, addr string) ([]leakedKey, error) {
+// Kinds of companion key (leakedKey.companion).
+const (
+	companionFence = "fence counter"
+	companionQueue = "hand-off queue"
+)
+
+// leakedOn lists the lock keys on the redis-server at addr, and with
+// companions their companions as [env.leaked] says.
+func leakedOn(ctx context.Context, addr string, companions bool) ([]leakedKey, error) {
 	r := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DisableIdentity: true})
 	defer r.Close()
-	keys, err := r.Keys(ctx, keyPrefix+"*").Result()
+	// A companion of a key without a hash tag (fence:{KEY}, waiters:{KEY})
+	// does not match keyPrefix*; one of a tagged key does.
+	pattern := keyPrefix + "*"
+	if companions {
+		pattern = "*" + keyPrefix + "*"
+	}
+	keys, err := r.Keys(ctx, pattern).Result()
 	var out []leakedKey
 	for _, k := range keys {
-		// Fence counters and queues of waiting Redlocks are not locks:
-		// those of keys without a hash tag (fence:{KEY}, waiters:{KEY})
-		// do not match the pattern; a tagged key's end in :fence or
-		// :waiters (redlock.FenceKey, redlock.WaitKey).
-		if err != nil || strings.HasSuffix(k, ":fence") || strings.HasSuffix(k, ":waiters") {
-			continue
+		if err != nil {
+			break
+		}
+		companion := companionOf(k)
+		if companion != "" && !companions {
+			continue // fence counters and queues of waiting Redlocks are not locks
 		}
 		var ttl time.Duration
-		var v string
 		ttl, err = r.PTTL(ctx, k).Result()
-		if err == nil {
+		if redis.HasErrorPrefix(err, "MOVED") {
+			out = append(out, leakedKey{key: k, companion: companion, orphan: true})
+			err = nil
+			continue
+		}
+		if err != nil || ttl == -2 || companion == companionFence {
+			// Gone meanwhile (PTTL -2); or a counter on its slot's shard,
+			// which is kept: it never expires.
+			continue
+		}
+		var v string
+		if companion == companionQueue {
+			var n int64
+			n, err = r.ZCard(ctx, k).Result()
+			v = fmt.Sprintf("%d entries", n)
+		} else {
 			v, err = lockValue(ctx, r, k)
 		}
-		out = append(out, leakedKey{key: k, value: v, ttl: ttl})
+		out = append(out, leakedKey{key: k, value: v, ttl: ttl, companion: companion})
 	}
 	return out, err
+}
+
+// companionOf says which companion of a lock key k is by its name
+// ([redlock.FenceKey], [redlock.WaitKey]), "" for none.
+func companionOf(k string) string {
+	switch {
+	case strings.HasSuffix(k, ":fence") || strings.HasPrefix(k, "fence:{"):
+		return companionFence
+	case strings.HasSuffix(k, ":waiters") || strings.HasPrefix(k, "waiters:{"):
+		return companionQueue
+	}
+	return ""
 }
 
 // lockValue reads a lock key: a plain lock's value, or the hold values of an

@@ -46,6 +46,8 @@ var (
 	highlyAvailable = expectation{fmt.Sprintf("highly available: >= %.0f%% of the calls in faults get the lock, and no stretch of a fault longer than %v without one",
 		100*minAvailability, maxFaultGap),
 		func(o *outcome) bool { return o.Availability() >= minAvailability && o.MaxGap <= maxFaultGap }}
+	noLeak = expectation{"nothing left on the masters once every holder released (LEAKED 0)",
+		func(o *outcome) bool { return o.leaked == 0 }}
 	renewedInFault = expectation{"a lock renewed (auto-extend or Extend) while held across a fault on masters",
 		func(o *outcome) bool { return o.RenewedInFault > 0 }}
 	// The kill takes a while on Docker; a renewal that fails while it is
@@ -143,6 +145,7 @@ const (
 	kindKillMidAcquire    = "kill-mid-acquire"
 	kindKillShard         = "kill-shard"
 	kindPauseShard        = "pause-shard"
+	kindMoveSlot          = "move-slot"
 	kindFailover          = "failover"
 	kindPause             = "pause"
 	kindPartition         = "partition"

@@ -28,7 +28,7 @@ type ScenarioReport struct {
 	Faults []Fault
 	Findings
 	CrossCheck CrossCheck     // porcupine's verdict on the same history
-	Leaked     int            // lock keys left on untouched masters after every holder released
+	Leaked     int            // lock keys left on untouched masters after every holder released (reshard: their companions too, see env.leaked)
 	ByAdapter  map[string]int `json:",omitempty"` // locks acquired, by the holder's adapter (AdapterMixed runs, but for client processes)
 	LeakedKeys []string       `json:",omitempty"` // which, where, and how long they still had to live
 
@@ -129,7 +129,7 @@ const (
 	tableLegend = acquiredLegend +
 		"OVERLAPS: two holders of a key at once. LATE: writes after the holder's validity (as renewed) ended or its lock was lost; " +
 		"STALE: writes after a newer holder of the key had written; each as accepted/rejected by the resource. " +
-		"LEAKED: lock keys left on masters after every holder released. OUTCOME: UNSAFE when an overlap, a late or a stale write was accepted. " +
+		"LEAKED: lock keys left on masters after every holder released (reshard: also hand-off queues, and any key on a shard that does not serve its slot). OUTCOME: UNSAFE when an overlap, a late or a stale write was accepted. " +
 		"VERDICT: whether that is what the scenario must show, porcupine's check of the same history included. " +
 		"--wide adds GAP, EXTENDED, p50, p99, PORCUPINE and the outcome in words."
 	wideTableLegend = acquiredLegend +

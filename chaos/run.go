@@ -266,7 +266,7 @@ func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenari
 		rec: rec, res: newResource(rec, sc.fencing), faulted: make([]bool, cfg.Nodes),
 		hold: 4 * time.Millisecond, soak: cfg.Soak,
 	}
-	e.confirm = sc.confirm
+	e.confirm, e.companions = sc.confirm, sc.companions
 	if sc.gated {
 		e.restartGate = immediateHolderTTLs * cfg.TTL
 		if err := upFor(ctx, cl, e.restartGate); err != nil {

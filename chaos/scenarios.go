@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/redlock/redlock"
@@ -25,6 +27,7 @@ type scenario struct {
 	sentinels  bool // the masters are each a primary, a replica and a Sentinel ([cluster.Sentinels]), started for this scenario
 	confirm    bool // every client takes locks WithReplicaConfirm(1)
 	shards     int  // when > 0, the masters are Redis Clusters of this many shards ([cluster.Shards]), started for this scenario
+	companions bool // the leak check counts the keys' companions too: hand-off queues, fence counters off their slot's shard ([env.leaked])
 
 	// script injects the faults while the workload runs. It plays at least
 	// one round of its faults in full, and more while the workload's
@@ -85,6 +88,15 @@ var scenarios = []scenario{
 		// acquire waits for them; minority-pause on plain masters shows
 		// gaps over 100 ms too (docs/chaos.md).
 		want: []expectation{noOverlap, noUnsafeWrite, available, renewedInFault},
+	},
+	{
+		name:       "reshard",
+		about:      "masters that are each a Redis Cluster of 3 shards: on every master at once, the hash slots of the contended key and of the extending clients' key move to the next shard (CLUSTER SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE) every TTL/2 while clients hold, extend and contend; a move loses no key, so all masters may move together, and a move that lost one would show as an overlap: safe, available, and no key left on any shard",
+		shards:     3,
+		script:     reshard,
+		extend:     true,
+		companions: true,
+		want:       []expectation{noOverlap, noUnsafeWrite, available, renewedInFault, noLeak},
 	},
 	{
 		name:   "subscriptions-drop",
@@ -570,6 +582,72 @@ func shardScript(ctx context.Context, e *env, sh *cluster.Shards, kind, undoName
 			return probed
 		}
 		if !sleep(ctx, e.settle()) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// Timing of reshard, in TTLs of the workload's locks: a round of moves
+// begins every moveEvery; each is a fault from when its moves begin until
+// moveSettle after the last of them ended.
+func (e *env) moveEvery() time.Duration  { return e.ttl / 2 }
+func (e *env) moveSettle() time.Duration { return e.ttl / 4 }
+
+// reshard moves, on every master at once, the hash slots of the workload's
+// keys and of the extending clients' key to the next shard of that master,
+// cycling through the shards, a round every moveEvery for the whole run.
+// Each round is recorded as a fault on every master, in force from when
+// its moves begin (clients are then sent on with ASK or told TRYAGAIN,
+// then MOVED) until moveSettle after they all ended (clients learn the new
+// owner and subscribe there again), so that AVAIL and GAP measure the
+// moves; between rounds, none is in force. A move keeps the slot's keys
+// and their expiry ([cluster.Shards.MoveSlot]): no master loses a vote, so
+// moving on every master together is within Redlock's assumptions, and it
+// is the telling choice: a move that lost or duplicated a lock key on
+// every master would show as two holders, where on a minority it would be
+// outvoted. The masters are not marked faulted, so the leak check looks at
+// every shard of every master, those the slots left and came to included.
+func reshard(ctx context.Context, e *env) error {
+	sh, ok := e.cl.(*cluster.Shards)
+	if !ok {
+		return fmt.Errorf("%s needs masters that are Redis Clusters, not %T", kindMoveSlot, e.cl)
+	}
+	if !sleep(ctx, e.warm()) {
+		return nil
+	}
+	all := e.last(e.n)
+	keys := append(slices.Clone(e.keys), extendKey)
+	at := make([][]int, e.n) // at[i][k]: the shard of master i that serves keys[k]
+	for _, i := range all {
+		at[i] = make([]int, len(keys))
+		for k, key := range keys {
+			var err error
+			if at[i][k], err = sh.ShardOf(ctx, i, key); err != nil {
+				return err
+			}
+		}
+	}
+	note := fmt.Sprintf("the slots of %s move to the next shard", strings.Join(keys, ", "))
+	for first := true; first || e.left() > e.moveEvery(); first = false {
+		round := time.Now()
+		f := e.rec.faultBegin(kindMoveSlot, all, note)
+		err := e.each(all, func(i int) error {
+			for k, key := range keys {
+				to := (at[i][k] + 1) % sh.NumShards()
+				if _, err := sh.MoveSlot(ctx, i, key, to); err != nil {
+					return err
+				}
+				at[i][k] = to
+			}
+			return nil
+		})
+		sleep(ctx, e.moveSettle())
+		e.rec.faultEnd(f)
+		if err != nil {
+			return fmt.Errorf("%s %v: %w", kindMoveSlot, all, err)
+		}
+		if !sleep(ctx, time.Until(round.Add(e.moveEvery()))) {
 			return nil
 		}
 	}

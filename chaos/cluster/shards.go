@@ -92,20 +92,74 @@ func ShardAddrs(addr string) ([]string, bool) {
 	return append([]string{host}, q["addr"]...), true
 }
 
-// ShardOf returns the shard of master i that serves key's slot.
+// ShardOf returns the shard of master i that serves key's slot now (after
+// [Shards.MoveSlot] too), as its first shard sees it (CLUSTER SHARDS).
 func (s *Shards) ShardOf(ctx context.Context, i int, key string) (int, error) {
 	if i < 0 || i >= len(s.masters) {
 		return 0, fmt.Errorf("cluster: master %d out of range [0, %d)", i, len(s.masters))
 	}
-	shards := s.masters[i].Shards
-	c := redis.NewClient(&redis.Options{Addr: shards[0].Addr(), MaxRetries: -1, DisableIdentity: true})
+	slot, err := s.slotOf(ctx, i, key)
+	if err != nil {
+		return 0, err
+	}
+	k, err := s.masters[i].ShardOfSlot(ctx, slot)
+	if err != nil {
+		return 0, fmt.Errorf("cluster: which shard of master %d serves slot %d: %w", i, slot, err)
+	}
+	return k, nil
+}
+
+// slotOf asks master i's first shard for key's hash slot (CLUSTER KEYSLOT).
+func (s *Shards) slotOf(ctx context.Context, i int, key string) (int, error) {
+	c := redis.NewClient(&redis.Options{Addr: s.masters[i].Shards[0].Addr(), MaxRetries: -1, DisableIdentity: true})
 	defer c.Close()
 	slot, err := c.ClusterKeySlot(ctx, key).Result()
 	if err != nil {
 		return 0, fmt.Errorf("cluster: CLUSTER KEYSLOT on master %d: %w", i, err)
 	}
-	// redistest gives shard k the slots [k*16384/n, (k+1)*16384/n).
-	return int(slot) * len(shards) / 16384, nil
+	return int(slot), nil
+}
+
+// NumShards returns how many shards each master has.
+func (s *Shards) NumShards() int { return len(s.masters[0].Shards) }
+
+// MoveSlot moves key's hash slot on master i, with the slot's keys, from
+// the shard that serves it to shard to, as redis-cli --cluster reshard
+// does ([redistest.RedisCluster.MoveSlot]: CLUSTER SETSLOT IMPORTING and
+// MIGRATING, MIGRATE, SETSLOT NODE), and returns the shard it came from.
+// It does nothing when shard to serves the slot already. The slot's keys
+// are never lost: while it moves, clients are sent on with ASK or told
+// TRYAGAIN; after it, MOVED. Every shard of master i must be running.
+func (s *Shards) MoveSlot(ctx context.Context, i int, key string, to int) (from int, err error) {
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
+	if i < 0 || i >= len(s.masters) {
+		return 0, fmt.Errorf("cluster: move a slot: master %d out of range [0, %d)", i, len(s.masters))
+	}
+	if n := len(s.masters[i].Shards); to < 0 || to >= n {
+		return 0, fmt.Errorf("cluster: move a slot: shard %d of master %d out of range [0, %d)", to, i, n)
+	}
+	s.mu[i].Lock()
+	defer s.mu[i].Unlock()
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
+	slot, err := s.slotOf(ctx, i, key)
+	if err != nil {
+		return 0, err
+	}
+	from, err = s.masters[i].ShardOfSlot(ctx, slot)
+	if err != nil {
+		return 0, fmt.Errorf("cluster: which shard of master %d serves slot %d: %w", i, slot, err)
+	}
+	if from == to {
+		return from, nil
+	}
+	if err := s.masters[i].MoveSlot(ctx, slot, from, to); err != nil {
+		return from, fmt.Errorf("cluster: move slot %d of master %d from shard %d to %d: %w", slot, i, from, to, err)
+	}
+	return from, nil
 }
 
 // shards runs op on the given shards of master i (all of them when none

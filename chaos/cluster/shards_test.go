@@ -93,3 +93,68 @@ func TestShardsFaults(t *testing.T) {
 		t.Error("KillShard of shard 3 of 3: no error")
 	}
 }
+
+// TestShardsMoveSlot: MoveSlot moves a key's slot on one master, with the
+// key, its value and its expiry, to the shard asked for; ShardOf follows
+// it, the other master is left alone, and a move to where the slot is
+// already does nothing.
+func TestShardsMoveSlot(t *testing.T) {
+	s, err := NewShards(Options{N: 2}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	ctx := t.Context()
+	clients := make([]*redis.ClusterClient, 2)
+	for i, addr := range s.Addrs() {
+		shards, _ := ShardAddrs(addr)
+		clients[i] = redis.NewClusterClient(&redis.ClusterOptions{Addrs: shards})
+		t.Cleanup(func() { clients[i].Close() })
+	}
+	const key = "moving"
+	for _, c := range clients {
+		if err := c.Set(ctx, key, "v", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := s.NumShards(); n != 3 {
+		t.Fatalf("NumShards = %d, want 3", n)
+	}
+	first, err := s.ShardOf(ctx, 0, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 4 {
+		to := (first + round + 1) % 3
+		from, err := s.MoveSlot(ctx, 0, key, to)
+		if err != nil {
+			t.Fatalf("round %d: MoveSlot to %d: %v", round, to, err)
+		}
+		if want := (first + round) % 3; from != want {
+			t.Errorf("round %d: MoveSlot moved from shard %d, want %d", round, from, want)
+		}
+		if got, err := s.ShardOf(ctx, 0, key); err != nil || got != to {
+			t.Errorf("round %d: ShardOf after the move = %d, %v; want %d", round, got, err, to)
+		}
+		if v, err := clients[0].Get(ctx, key).Result(); err != nil || v != "v" {
+			t.Errorf("round %d: GET after the move = %q, %v; want v", round, v, err)
+		}
+		if ttl, err := clients[0].PTTL(ctx, key).Result(); err != nil || ttl <= 50*time.Second {
+			t.Errorf("round %d: PTTL after the move = %v, %v; want the minute it was set for, less a little", round, ttl, err)
+		}
+	}
+	if got, err := s.ShardOf(ctx, 1, key); err != nil || got != first {
+		t.Errorf("ShardOf on the other master = %d, %v; want %d, unmoved", got, err, first)
+	}
+	at := (first + 4) % 3
+	if from, err := s.MoveSlot(ctx, 0, key, at); err != nil || from != at {
+		t.Errorf("MoveSlot to the shard it is on = %d, %v; want %d, nil", from, err, at)
+	}
+	if _, err := s.MoveSlot(ctx, 0, key, 3); err == nil {
+		t.Error("MoveSlot to shard 3 of 3: no error")
+	}
+}
