@@ -195,3 +195,114 @@ func keySlot(t *testing.T, rc *redistest.RedisCluster, key string) int {
 	}
 	return int(s)
 }
+
+// beginMove starts moving slot from shard from to shard to of rc, as
+// redis-cli --cluster reshard does (SETSLOT IMPORTING on to, MIGRATING on
+// from), and moves none of its keys: until rc.MoveSlot ends the move, a
+// command with several keys of the slot, some of them on from and not all,
+// is answered TRYAGAIN.
+func beginMove(t *testing.T, rc *redistest.RedisCluster, slot, from, to int) {
+	t.Helper()
+	ctx := context.Background()
+	id := func(i int) string {
+		c := redis.NewClient(&redis.Options{Addr: rc.Shards[i].Addr(), MaxRetries: -1})
+		defer c.Close()
+		s, err := c.Do(ctx, "cluster", "myid").Text()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	for _, step := range []struct {
+		shard      int
+		state, arg string
+	}{{to, "importing", id(from)}, {from, "migrating", id(to)}} {
+		c := redis.NewClient(&redis.Options{Addr: rc.Shards[step.shard].Addr(), MaxRetries: -1})
+		err := c.Do(ctx, "cluster", "setslot", slot, step.state, step.arg).Err()
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestClusterTryAgain: a release or a vote whose script the key's shard
+// answers TRYAGAIN, because the slot is being moved and the script's keys
+// are split between the shards (the key there, its queue not; a fence
+// counter there, the key not), is sent again (Redis refuses such a command
+// before running it) until the move lets it through or the node timeout
+// ends: an Unlock during a resharding frees the key once the move allows.
+// An Extend names the key alone and runs where the key is. Before,
+// rueidis, which sends TRYAGAIN again only for read-only commands, handed
+// the reply back as a failed vote: the key stayed until its TTL and nobody
+// could take it (the chaos scenario reshard saw 92% of calls succeed).
+func TestClusterTryAgain(t *testing.T) {
+	t.Parallel()
+	cs := clusters(t, 1)
+	rc := cs[0]
+	r := newRedlock(t, []redlock.Node{rueidisCluster(t, rc)}, redlock.WithNodeTimeout(2*time.Second))
+	ctx := context.Background()
+	for _, op := range []string{"Extend", "Unlock", "TryLock"} {
+		key := "tryagain:" + op
+		slot := keySlot(t, rc, key)
+		l, err := r.TryLock(ctx, key, redlock.WithTTL(10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if op == "TryLock" {
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// The fence counter stays: a fenced vote's script names it
+			// and the key, which is not there yet.
+			if l, err = r.TryLock(ctx, key, redlock.WithFencing()); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		from, err := rc.ShardOfSlot(ctx, slot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		to := (from + 1) % len(rc.Shards)
+		beginMove(t, rc, slot, from, to)
+		moved := make(chan error, 1)
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			moved <- rc.MoveSlot(ctx, slot, from, to)
+		}()
+		start := time.Now()
+		switch op {
+		case "Extend":
+			err = l.Extend(ctx, 20*time.Second)
+		case "Unlock":
+			err = l.Unlock(ctx)
+		case "TryLock":
+			l, err = r.TryLock(ctx, key, redlock.WithFencing())
+		}
+		took := time.Since(start)
+		if err := <-moved; err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s during the move of slot %d from shard %d to %d: %v after %v", op, slot, from, to, err, took.Round(time.Millisecond))
+		if err != nil {
+			t.Errorf("%s while the slot's keys were split between two shards: %v; want it sent again until the move let it through", op, err)
+			continue
+		}
+		switch op {
+		case "Unlock":
+			if n := goredisClusterClient(t, rc).Exists(ctx, key).Val(); n != 0 {
+				t.Errorf("the key is still there after Unlock returned nil")
+			}
+		default:
+			if v := goredisClusterClient(t, rc).Get(ctx, key).Val(); v != l.Value() {
+				t.Errorf("after %s: the key holds %q; want the lock's value %q", op, v, l.Value())
+			}
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
