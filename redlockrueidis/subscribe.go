@@ -84,6 +84,10 @@ type subscription struct {
 	c       rueidis.Client
 	channel string
 	sharded bool // SSUBSCRIBE on a cluster (ssubscribe), not SUBSCRIBE
+	// moved: the last sharded subscription was ended by its shard (the
+	// slot moved away). Written by its Receive's goroutine before it
+	// closes its channel, read by run's next attempt after.
+	moved   bool
 	deliver func(redlock.Message)
 	ctx     context.Context // ends with Close
 	cancel  context.CancelFunc
@@ -165,17 +169,24 @@ func (s *subscription) ssubscribe() (func(), <-chan error, error) {
 			once.Do(func() { close(made) })
 		}
 	}))
+	var on rueidis.Client = s.c
+	if s.moved {
+		s.moved = false
+		if o := s.owner(ctx); o != nil {
+			on = o
+		}
+	}
 	ended := make(chan error, 1)
 	go func() {
 		defer close(ended)
-		err := s.c.Receive(ctx, s.c.B().Ssubscribe().Channel(s.channel).Build(), func(m rueidis.PubSubMessage) {
+		err := on.Receive(ctx, on.B().Ssubscribe().Channel(s.channel).Build(), func(m rueidis.PubSubMessage) {
 			select {
 			case s.msgs <- m.Message:
 			case <-ctx.Done():
 			}
 		})
-		if err == nil {
-			err = errSlotMoved
+		if err == nil && ctx.Err() == nil {
+			s.moved, err = true, errSlotMoved
 		}
 		ended <- err
 	}()
@@ -192,6 +203,38 @@ func (s *subscription) ssubscribe() (func(), <-chan error, error) {
 		}
 		return cancel, closedErr(), err
 	}
+}
+
+// owner returns the client of the cluster's node that serves the
+// channel's slot, found by following MOVED replies to EXISTS of the
+// channel (the shard that ended the subscription answers with the slot's
+// new node), or nil when no node it knows tells (then the cluster client
+// routes the SSUBSCRIBE by its slot map). After a slot moved, the cluster
+// client's map is stale until its lazy refresh, which rueidis starts after
+// a random delay of up to a second; its Receive, answered MOVED, waits for
+// that refresh rather than following the redirect: 0.4-1.8 s without
+// wake-ups on each move, where this takes a round trip or two.
+func (s *subscription) owner(ctx context.Context) rueidis.Client {
+	nodes := s.c.Nodes()
+	for _, n := range nodes {
+		for range 3 { // hops: a node that has not heard of the move yet points to the old shard
+			err := n.Do(ctx, n.B().Exists().Key(s.channel).Build()).Error()
+			if err == nil {
+				return n
+			}
+			var re *rueidis.RedisError
+			if !errors.As(err, &re) {
+				break
+			}
+			addr, moved := re.IsMoved()
+			next, known := nodes[addr]
+			if !moved || !known {
+				break
+			}
+			n = next
+		}
+	}
+	return nil
 }
 
 // errSlotMoved: the shard ended the subscription without an error, which
