@@ -709,6 +709,8 @@ func handOffTable(r results) string {
 		{"4 processes × 2 goroutines", "BenchmarkHandOffProcesses/procs=4/goroutines=2/nodes=5"},
 		{"LAN: 1 Redlock × 8 goroutines", "BenchmarkHandOffLAN/redlocks=1/goroutines=8/nodes=5/rtt=250us"},
 		{"LAN: 8 Redlocks × 1", "BenchmarkHandOffLAN/redlocks=8/goroutines=1/nodes=5/rtt=250us"},
+		{"8 Redlocks × 1, single servers (same run as the next row)", "BenchmarkHandOffClusters/master=redis/redlocks=8/goroutines=1/nodes=5"},
+		{"8 Redlocks × 1, masters that are Redis Clusters of 3 shards", "BenchmarkHandOffClusters/master=cluster/shards=3/redlocks=8/goroutines=1/nodes=5"},
 	}
 	num := func(name, unit, format string) string {
 		v, ok := r.median(name, unit)
@@ -729,6 +731,12 @@ func handOffTable(r results) string {
 			fmt.Fprintf(&b, ", %.2f× on the LAN", q)
 		}
 		fmt.Fprintln(&b, " (medians of the per-pass ratios).")
+	}
+	// Cluster masters hand off by sharded pub/sub (issue 42's aim: within
+	// 1.3× of single servers in cs/s and p99 wait).
+	if q, n := r.ratio(rows[7].name, rows[8].name, "cs/s"); n > 0 {
+		p, _ := r.ratio(rows[8].name, rows[7].name, "p99-wait-ms")
+		fmt.Fprintf(&b, "\nCluster masters against single servers, 8 Redlocks × 1 (BenchmarkHandOffClusters, medians of the per-pass ratios): cs/s single ÷ cluster %.2f×, p99 wait cluster ÷ single %.2f× (aim: at most 1.3× each).\n", q, p)
 	}
 	return b.String()
 }
