@@ -8,7 +8,11 @@
 -- channel skip (nil: none skipped) is told, at most 8 looked at, and goes:
 --   - ttl not 0 (a plain lock's call): the key is set to hand#reg for ttl
 --     ms in this same script and the call told ('h' hand|reg|key): it
---     holds the key without a request;
+--     holds the key without a request. A master that does not write the
+--     key (the source of a migrating Redis Cluster slot refuses a write,
+--     also a script's, to a key it no longer has) hands nothing: it nudges
+--     the call ('r', below), which then tries for the key (a redirect
+--     away). A 'w' would count as a hand-off;
 --   - ttl 0 (a fenced or owned lock's call: its key cannot be handed): the
 --     call is woken ('w' hand|reg|key), or with rb true, when what freed
 --     the key was a failed attempt's rollback, nudged ('r' hand|reg|key):
@@ -24,8 +28,8 @@ local function handon(k, q, skip, rb)
     if not c or c ~= skip then
       P('ZREM', q, m)
       local msg, ok = rb and 'r' or 'w', c
-      if t ~= '0' then
-        msg, ok = 'h', c and P('SET', k, h .. '#' .. r, 'PX', t).ok == 'OK'
+      if t ~= '0' and c then
+        msg = P('SET', k, h .. '#' .. r, 'PX', t).ok == 'OK' and 'h' or 'r'
       end
       -- A channel ending in '}' is in k's slot (ShardChannel): a cluster's.
       local pub = c and c:sub(-1) == '}' and 'SPUBLISH' or 'PUBLISH'

@@ -156,54 +156,120 @@ func (rc *RedisCluster) Stop() error {
 }
 
 // MoveSlot moves hash slot slot, with its keys, from shard from to shard
-// to, as redis-cli --cluster reshard does: CLUSTER SETSLOT IMPORTING on to
-// and MIGRATING on from, MIGRATE of the slot's keys in batches, then
-// CLUSTER SETSLOT NODE on every shard. While it runs, requests for the
-// slot's keys get ASK (keys already moved) and TRYAGAIN (multi-key ones
-// split between the shards); after it, MOVED from from.
+// to, as redis-cli --cluster reshard does: [RedisCluster.BeginMove],
+// [RedisCluster.MigrateKeys] of every key, then [RedisCluster.EndMove].
+// While it runs, requests for the slot's keys get ASK (keys already moved)
+// and TRYAGAIN (multi-key ones split between the shards); after it, MOVED
+// from from.
 func (rc *RedisCluster) MoveSlot(ctx context.Context, slot, from, to int) error {
-	c := make([]*redis.Client, len(rc.Shards))
-	for i, s := range rc.Shards {
-		c[i] = redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DisableIdentity: true})
-		defer c[i].Close()
+	if err := rc.BeginMove(ctx, slot, from, to); err != nil {
+		return err
 	}
-	ids := make([]string, len(c))
-	for i := range c {
-		id, err := c[i].Do(ctx, "cluster", "myid").Text()
-		if err != nil {
-			return fmt.Errorf("redistest: CLUSTER MYID on %s: %w", rc.Shards[i].Addr(), err)
-		}
-		ids[i] = id
+	if err := rc.MigrateKeys(ctx, slot, from, to); err != nil {
+		return err
 	}
+	return rc.EndMove(ctx, slot, from, to)
+}
+
+// BeginMove starts moving hash slot slot from shard from to shard to:
+// CLUSTER SETSLOT IMPORTING on to, then MIGRATING on from. Until
+// [RedisCluster.EndMove], from still serves the slot's keys it has, answers
+// ASK for those it has not (on to, a request after ASKING runs) and
+// TRYAGAIN for a multi-key request whose keys it has only some of; to
+// answers MOVED unless asked with ASKING. The keys stay where they are
+// until [RedisCluster.MigrateKeys].
+func (rc *RedisCluster) BeginMove(ctx context.Context, slot, from, to int) error {
+	c, ids, err := rc.admin(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeAll(c)
 	if err := c[to].Do(ctx, "cluster", "setslot", slot, "importing", ids[from]).Err(); err != nil {
-		return fmt.Errorf("redistest: SETSLOT %d IMPORTING: %w", slot, err)
+		return fmt.Errorf("redistest: SETSLOT %d IMPORTING on %s: %w", slot, rc.Shards[to].Addr(), err)
 	}
 	if err := c[from].Do(ctx, "cluster", "setslot", slot, "migrating", ids[to]).Err(); err != nil {
-		return fmt.Errorf("redistest: SETSLOT %d MIGRATING: %w", slot, err)
+		return fmt.Errorf("redistest: SETSLOT %d MIGRATING on %s: %w", slot, rc.Shards[from].Addr(), err)
 	}
-	for {
-		keys, err := c[from].ClusterGetKeysInSlot(ctx, slot, 100).Result()
-		if err != nil {
-			return fmt.Errorf("redistest: GETKEYSINSLOT %d: %w", slot, err)
-		}
-		if len(keys) == 0 {
-			break
-		}
+	return nil
+}
+
+// MigrateKeys moves keys, all in hash slot slot, from shard from to shard
+// to with MIGRATE (REPLACE, keeping their TTLs), between
+// [RedisCluster.BeginMove] and [RedisCluster.EndMove]; with no keys
+// given, every key from has in the slot, in batches, until it has none.
+// A key from does not have is skipped.
+func (rc *RedisCluster) MigrateKeys(ctx context.Context, slot, from, to int, keys ...string) error {
+	c := redis.NewClient(&redis.Options{Addr: rc.Shards[from].Addr(), MaxRetries: -1, DisableIdentity: true})
+	defer c.Close()
+	migrate := func(keys []string) error {
 		args := []any{"migrate", "127.0.0.1", rc.Shards[to].port, "", 0, 5000, "replace", "keys"}
 		for _, k := range keys {
 			args = append(args, k)
 		}
-		if err := c[from].Do(ctx, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
-			return fmt.Errorf("redistest: MIGRATE slot %d: %w", slot, err)
+		// NOKEY (a nil reply here) when from has none of them.
+		if err := c.Do(ctx, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return fmt.Errorf("redistest: MIGRATE slot %d from %s: %w", slot, rc.Shards[from].Addr(), err)
+		}
+		return nil
+	}
+	if len(keys) > 0 {
+		return migrate(keys)
+	}
+	for {
+		keys, err := c.ClusterGetKeysInSlot(ctx, slot, 100).Result()
+		if err != nil {
+			return fmt.Errorf("redistest: GETKEYSINSLOT %d on %s: %w", slot, rc.Shards[from].Addr(), err)
+		}
+		if len(keys) == 0 {
+			return nil
+		}
+		if err := migrate(keys); err != nil {
+			return err
 		}
 	}
-	// The target first, then the source, then the others (as redis-cli).
+}
+
+// EndMove ends moving hash slot slot from shard from to shard to: CLUSTER
+// SETSLOT NODE on to, then on from, then on the other shards (as
+// redis-cli does). Keys of the slot still on from are no longer served
+// (redis-cli moves them all first: [RedisCluster.MigrateKeys]).
+func (rc *RedisCluster) EndMove(ctx context.Context, slot, from, to int) error {
+	c, ids, err := rc.admin(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeAll(c)
 	for _, i := range append([]int{to, from}, others(len(c), to, from)...) {
 		if err := c[i].Do(ctx, "cluster", "setslot", slot, "node", ids[to]).Err(); err != nil {
 			return fmt.Errorf("redistest: SETSLOT %d NODE on %s: %w", slot, rc.Shards[i].Addr(), err)
 		}
 	}
 	return nil
+}
+
+// admin returns a client per shard, to close with closeAll, and each
+// shard's node ID (CLUSTER MYID).
+func (rc *RedisCluster) admin(ctx context.Context) ([]*redis.Client, []string, error) {
+	c := make([]*redis.Client, len(rc.Shards))
+	ids := make([]string, len(c))
+	for i, s := range rc.Shards {
+		c[i] = redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DisableIdentity: true})
+	}
+	for i := range c {
+		id, err := c[i].Do(ctx, "cluster", "myid").Text()
+		if err != nil {
+			closeAll(c)
+			return nil, nil, fmt.Errorf("redistest: CLUSTER MYID on %s: %w", rc.Shards[i].Addr(), err)
+		}
+		ids[i] = id
+	}
+	return c, ids, nil
+}
+
+func closeAll(cs []*redis.Client) {
+	for _, c := range cs {
+		_ = c.Close()
+	}
 }
 
 // others returns 0..n-1 without a and b.

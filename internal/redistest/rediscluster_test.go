@@ -2,7 +2,9 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -44,5 +46,90 @@ func TestRedisClusterServesEverySlot(t *testing.T) {
 		if !pidGone(pid) {
 			t.Errorf("pid %d still exists after Stop", pid)
 		}
+	}
+}
+
+// TestRedisClusterMoveSteps: a slot moved one step at a time is in each
+// state a resharding brings. After BeginMove and the migration of one of
+// its two keys, the source serves the key it has, answers ASK for the one
+// it has not and TRYAGAIN to a command on both; the target serves the
+// moved key to a client that says ASKING, and MOVED to one that does not.
+// After the other key's migration and EndMove, the source answers MOVED,
+// the target serves both, and the slot is the target's.
+func TestRedisClusterMoveSteps(t *testing.T) {
+	rc := StartRedisClusterT(t, 2, Options{})
+	ctx := context.Background()
+	a, b := "{move}a", "{move}b"
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs()})
+	defer cc.Close()
+	for _, k := range []string{a, b} {
+		if err := cc.Set(ctx, k, k, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slot := int(cc.ClusterKeySlot(ctx, a).Val())
+	from, err := rc.ShardOfSlot(ctx, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := 1 - from
+	src, dst := newClient(t, rc.Shards[from].Addr()), newClient(t, rc.Shards[to].Addr())
+	// reply runs args on c, after ASKING when asking, and returns its
+	// value, "nil", or its error's first word.
+	reply := func(c *redis.Client, asking bool, args ...any) string {
+		p := c.Pipeline()
+		if asking {
+			p.Do(ctx, "asking")
+		}
+		cmd := p.Do(ctx, args...)
+		_, _ = p.Exec(ctx)
+		if err := cmd.Err(); errors.Is(err, redis.Nil) {
+			return "nil"
+		} else if err != nil {
+			word, _, _ := strings.Cut(err.Error(), " ")
+			return word
+		}
+		return fmt.Sprint(cmd.Val())
+	}
+	for _, step := range []struct {
+		name string
+		do   func() error
+		want [][]any // the client (src, dst), ASKING, then the command; its reply
+	}{
+		{"BeginMove", func() error { return rc.BeginMove(ctx, slot, from, to) }, [][]any{
+			{src, false, "get", a, a},
+			{dst, true, "get", a, "nil"}, // the target has no key yet
+		}},
+		{"MigrateKeys(a)", func() error { return rc.MigrateKeys(ctx, slot, from, to, a) }, [][]any{
+			{src, false, "get", a, "ASK"},
+			{src, false, "get", b, b},
+			{src, false, "mget", a, b, "TRYAGAIN"},
+			{dst, true, "get", a, a},
+			{dst, false, "get", a, "MOVED"},
+			{dst, true, "mget", a, b, "TRYAGAIN"},
+		}},
+		{"MigrateKeys, EndMove", func() error {
+			if err := rc.MigrateKeys(ctx, slot, from, to); err != nil {
+				return err
+			}
+			return rc.EndMove(ctx, slot, from, to)
+		}, [][]any{
+			{src, false, "get", a, "MOVED"},
+			{dst, false, "get", a, a},
+			{dst, false, "get", b, b},
+		}},
+	} {
+		if err := step.do(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		for _, w := range step.want {
+			c, asking, args, want := w[0].(*redis.Client), w[1].(bool), w[2:len(w)-1], w[len(w)-1]
+			if got := reply(c, asking, args...); got != want {
+				t.Errorf("after %s: %v on the %s (ASKING %v) = %s, want %s", step.name, args, map[bool]string{true: "source", false: "target"}[c == src], asking, got, want)
+			}
+		}
+	}
+	if got, err := rc.ShardOfSlot(ctx, slot); got != to || err != nil {
+		t.Errorf("after the move, slot %d is on shard %d (%v), want %d", slot, got, err, to)
 	}
 }
