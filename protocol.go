@@ -277,8 +277,72 @@ type batch struct {
 func (b *batch) exchange(ctx context.Context, n Node, t *Traits, reqs []*request) {
 	if b.prepare(ctx, t, reqs) {
 		n.Exec(ctx, b.cmds)
+		b.tryAgain(ctx, n, t)
 		b.finish()
 	}
+}
+
+// The pause before the commands a shard answered TRYAGAIN go again:
+// doubling from tryAgainMin to tryAgainMax, until the batch's deadline.
+const (
+	tryAgainMin = 2 * time.Millisecond
+	tryAgainMax = 20 * time.Millisecond
+)
+
+// tryAgain sends again, until ctx ends, the commands of the batch that a
+// master which routes by key answered TRYAGAIN (or with a redirect its
+// client gave up following: see isTryAgain), after a pause. While a
+// Redis Cluster moves a slot between shards, a script that names keys of
+// the slot some of which moved and some not (a lock's key and its queue: a
+// release, a rollback; its key and fence counter: a fenced or owned vote) is
+// refused so before it runs, and goes through once the move got further: a
+// release during a resharding would otherwise leave the key on that master
+// until its TTL. Sending a command that did not run is safe whatever
+// happened to the others. Clients try again themselves, or not: go-redis's
+// cluster client up to MaxRedirects times at once (without a retry backoff,
+// as NewFromURLs sets it), rueidis only for read-only commands. A command
+// still answered TRYAGAIN when ctx ends keeps that reply: a failed vote.
+func (b *batch) tryAgain(ctx context.Context, n Node, t *Traits) {
+	if t.Routing != RouteByKey {
+		return
+	}
+	pause := tryAgainMin
+	for {
+		var again []*Command
+		for _, c := range b.cmds {
+			if isTryAgain(c.Err) {
+				again = append(again, c)
+			}
+		}
+		if len(again) == 0 {
+			return
+		}
+		tm := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			tm.Stop()
+			return
+		case <-tm.C:
+		}
+		pause = min(2*pause, tryAgainMax)
+		for _, c := range again {
+			c.Reply, c.Err = nil, nil
+		}
+		n.Exec(ctx, again)
+	}
+}
+
+// isTryAgain reports whether err is a shard's reply that it did not run the
+// command, for now: TRYAGAIN, or a redirect (ASK, MOVED) the client gave up
+// following (go-redis after MaxRedirects: an ASK to the new shard, which
+// answered TRYAGAIN, and so on). A Node hands error replies back by their
+// text.
+func isTryAgain(err error) bool {
+	if err == nil {
+		return false
+	}
+	s := err.Error()
+	return strings.HasPrefix(s, "TRYAGAIN") || strings.HasPrefix(s, "ASK ") || strings.HasPrefix(s, "MOVED ")
 }
 
 // prepare makes b.cmds the commands of reqs for a Node that declared t
@@ -755,6 +819,7 @@ func (l *lane) send(batch []*call) {
 	}
 	if len(l.reqs) > 0 && l.b.prepare(ctx, &l.traits, l.reqs) {
 		l.node.Exec(ctx, l.b.cmds)
+		l.b.tryAgain(ctx, l.node, &l.traits)
 		l.b.finish()
 	}
 	clear(l.reqs)

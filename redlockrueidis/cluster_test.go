@@ -230,9 +230,10 @@ func beginMove(t *testing.T, rc *redistest.RedisCluster, slot, from, to int) {
 // answers TRYAGAIN, because the slot is being moved and the script's keys
 // are split between the shards (the key there, its queue not; a fence
 // counter there, the key not), is sent again (Redis refuses such a command
-// before running it) until the move lets it through or the node timeout
-// ends: an Unlock during a resharding frees the key once the move allows.
-// An Extend names the key alone and runs where the key is. Before,
+// before running it: the core's batch does so for every Node that routes by
+// key) until the move lets it through or the node timeout ends: an Unlock
+// during a resharding frees the key once the move allows. An Extend names
+// the key alone and runs where the key is. Before,
 // rueidis, which sends TRYAGAIN again only for read-only commands, handed
 // the reply back as a failed vote: the key stayed until its TTL and nobody
 // could take it (the chaos scenario reshard saw 92% of calls succeed).

@@ -21,7 +21,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/redis/rueidis"
 
@@ -174,13 +173,11 @@ func (n *node) Exec(ctx context.Context, cmds []*redlock.Command) {
 		s.sent = append(s.sent, i)
 	}
 	held := false // rueidis may still hold s.built
-	tryAgain := false
 	if len(s.built) > 0 {
 		for j, r := range n.c.DoMulti(ctx, s.built...) {
 			c := cmds[s.sent[j]]
 			c.Reply, c.Err = result(r)
 			held = held || r.NonRedisError() != nil
-			tryAgain = tryAgain || isTryAgain(c.Err)
 		}
 	}
 	if held {
@@ -196,63 +193,6 @@ func (n *node) Exec(ctx context.Context, cmds []*redlock.Command) {
 	clear(s.toks)
 	s.sent, s.toks = s.sent[:0], s.toks[:0]
 	n.scratch.Put(s)
-	if tryAgain && n.cluster {
-		n.sendAgain(ctx, cmds)
-	}
-}
-
-// The pause before a command answered TRYAGAIN goes again: doubling from
-// tryAgainMin to tryAgainMax, until the Exec's deadline.
-const (
-	tryAgainMin = 2 * time.Millisecond
-	tryAgainMax = 20 * time.Millisecond
-)
-
-// sendAgain sends again, until ctx ends, the commands of cmds that a
-// cluster's shard answered TRYAGAIN: while a slot moves to another shard,
-// a command with several keys of the slot, some moved and some not, is
-// refused so before it runs (a script that names a lock's key and its queue
-// or fence counter: a release, a fenced vote), and goes through once the
-// move got further. rueidis sends TRYAGAIN again only for read-only
-// commands, which the Node's never are (a command marked so would also be
-// sent again after a network error, when it may have run), where go-redis's
-// cluster client sends it again up to MaxRedirects times. A command still
-// answered TRYAGAIN when ctx ends keeps that reply: a failed vote.
-func (n *node) sendAgain(ctx context.Context, cmds []*redlock.Command) {
-	pause := tryAgainMin
-	for {
-		var again []*redlock.Command
-		for _, c := range cmds {
-			if isTryAgain(c.Err) {
-				again = append(again, c)
-			}
-		}
-		if len(again) == 0 {
-			return
-		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		pause = min(2*pause, tryAgainMax)
-		s := new(scratch) // not the pool's: rueidis may keep what a failed batch was given
-		built := make([]rueidis.Completed, len(again))
-		for i, c := range again {
-			built[i], _ = n.build(s, c) // built once already
-		}
-		for i, r := range n.c.DoMulti(ctx, built...) {
-			again[i].Reply, again[i].Err = result(r)
-		}
-	}
-}
-
-// isTryAgain reports whether err is a shard's TRYAGAIN reply.
-func isTryAgain(err error) bool {
-	var re replyError
-	return errors.As(err, &re) && strings.HasPrefix(string(re), "TRYAGAIN")
 }
 
 // build makes c a rueidis command. For a cluster client, Args[:Key] are
