@@ -109,7 +109,11 @@ func BenchmarkLockUnlockReplicaConfirm(b *testing.B) {
 		primaries[i] = p.Addr()
 		host, port, _ := net.SplitHostPort(p.Addr())
 		redistest.StartServerT(b, redistest.Options{Args: []string{"--save", "", "--replicaof", host, port}})
-		cs[i] = newClients(b, []string{p.Addr()})[0]
+		// MaxRetries -1: a client that retries a failed pipeline does
+		// not promise one connection per batch, and WithReplicaConfirm
+		// refuses it (issue 39).
+		cs[i] = redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+		b.Cleanup(func() { cs[i].Close() })
 		for cs[i].Do(context.Background(), "wait", 1, 100).Val() != int64(1) {
 			time.Sleep(50 * time.Millisecond)
 		}
