@@ -196,6 +196,8 @@ var (
 	acquireFencedLua string
 	//go:embed lua/raise_fence.lua
 	raiseFenceLua string
+	//go:embed lua/raiseto.lua
+	raisetoLua string
 	//go:embed lua/hold.lua
 	holdLua string
 	//go:embed lua/handoff.lua
@@ -219,7 +221,7 @@ var (
 	releaseSrc       any = script(handonLua, getLua, releaseLua)
 	extendSrc        any = script(getLua, extendLua)
 	acquireFencedSrc any = script(fenceLua, acquireFencedLua)
-	raiseFenceSrc    any = script(getLua, raiseFenceLua)
+	raiseFenceSrc    any = script(getLua, raisetoLua, raiseFenceLua)
 	holdSrc          any = script(handonLua, fenceLua, holdLua)
 	// handoff.lua asks the gate only for a gated call (ARGV[9] not '0'):
 	// others send it without gate.lua's routine, which it never calls.
@@ -231,14 +233,14 @@ var (
 	gatedAcquireSrc       any = script(gateLua, gatedLua, acquireLua)
 	gatedExtendSrc        any = script(gateLua, gatedLua, getLua, extendLua)
 	gatedAcquireFencedSrc any = script(gateLua, gatedLua, fenceLua, acquireFencedLua)
-	gatedRaiseFenceSrc    any = script(gateLua, gatedLua, getLua, raiseFenceLua)
+	gatedRaiseFenceSrc    any = script(gateLua, gatedLua, getLua, raisetoLua, raiseFenceLua)
 	gatedHoldSrc          any = script(gateLua, gatedLua, handonLua, fenceLua, holdLua)
 )
 
 // script returns Lua files' code, one after the other, without comment
 // lines and indentation: the master hashes every EVAL's script. A routine
 // that several scripts need is a file of its own put in front of each
-// (handon.lua, fence.lua, get.lua), never a copy.
+// (handon.lua, fence.lua, get.lua, raiseto.lua), never a copy.
 //
 // Scripts go to the master with EVAL, never EVALSHA: a master that lost its
 // script cache (a restart, SCRIPT FLUSH) answers EVALSHA with NOSCRIPT, and
