@@ -215,7 +215,7 @@ var (
 	gatedSemFenceSrc     any = script(gateLua, gatedLua, semLua, raisetoLua, semFenceLua)
 	// A waiting call's registrations go through handoff.lua, the one
 	// script that queues calls, with sem_free.lua's v: is a permit free.
-	semHandoffSrc any = script(handonLua, gateLua, semLua, semFreeLua, handoffLua)
+	semHandoffSrc any = script(handonLua, gateLua, semLua, semFreeLua, withdrawLua, handoffLua)
 )
 
 // permitArgs appends the command of q, a permit's request; nothing for
