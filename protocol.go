@@ -196,12 +196,16 @@ var (
 	acquireFencedLua string
 	//go:embed lua/raise_fence.lua
 	raiseFenceLua string
+	//go:embed lua/raiseto.lua
+	raisetoLua string
 	//go:embed lua/hold.lua
 	holdLua string
 	//go:embed lua/handoff.lua
 	handoffLua string
 	//go:embed lua/handon.lua
 	handonLua string
+	//go:embed lua/withdraw.lua
+	withdrawLua string
 	//go:embed lua/fence.lua
 	fenceLua string
 	//go:embed lua/gate.lua
@@ -219,26 +223,27 @@ var (
 	releaseSrc       any = script(handonLua, getLua, releaseLua)
 	extendSrc        any = script(getLua, extendLua)
 	acquireFencedSrc any = script(fenceLua, acquireFencedLua)
-	raiseFenceSrc    any = script(getLua, raiseFenceLua)
+	raiseFenceSrc    any = script(getLua, raisetoLua, raiseFenceLua)
 	holdSrc          any = script(handonLua, fenceLua, holdLua)
 	// handoff.lua asks the gate only for a gated call (ARGV[9] not '0'):
 	// others send it without gate.lua's routine, which it never calls.
-	handoffSrc      any = script(handonLua, getLua, handoffLua)
-	gatedHandoffSrc any = script(handonLua, gateLua, getLua, handoffLua)
+	handoffSrc      any = script(handonLua, getLua, withdrawLua, handoffLua)
+	gatedHandoffSrc any = script(handonLua, gateLua, getLua, withdrawLua, handoffLua)
 
 	// A vote behind the restart gate is one script: the gate's check first
 	// (gated.lua, reading the gate from the last argument), then the vote.
 	gatedAcquireSrc       any = script(gateLua, gatedLua, acquireLua)
 	gatedExtendSrc        any = script(gateLua, gatedLua, getLua, extendLua)
 	gatedAcquireFencedSrc any = script(gateLua, gatedLua, fenceLua, acquireFencedLua)
-	gatedRaiseFenceSrc    any = script(gateLua, gatedLua, getLua, raiseFenceLua)
+	gatedRaiseFenceSrc    any = script(gateLua, gatedLua, getLua, raisetoLua, raiseFenceLua)
 	gatedHoldSrc          any = script(gateLua, gatedLua, handonLua, fenceLua, holdLua)
 )
 
 // script returns Lua files' code, one after the other, without comment
 // lines and indentation: the master hashes every EVAL's script. A routine
 // that several scripts need is a file of its own put in front of each
-// (handon.lua, fence.lua, get.lua), never a copy.
+// (handon.lua, fence.lua, get.lua, raiseto.lua, withdraw.lua), never a
+// copy.
 //
 // Scripts go to the master with EVAL, never EVALSHA: a master that lost its
 // script cache (a restart, SCRIPT FLUSH) answers EVALSHA with NOSCRIPT, and

@@ -127,7 +127,7 @@ var (
 	// for a writer's alone): it goes without rw_wake.lua's routine.
 	rwReleaseSrc  any = script(handonLua, rwStateLua, rwWakeLua, rwReleaseLua)
 	rwRReleaseSrc any = script(handonLua, rwStateLua, rwReleaseLua)
-	rwQueueSrc    any = script(handonLua, rwStateLua, rwWakeLua, rwQueueLua)
+	rwQueueSrc    any = script(handonLua, rwStateLua, rwWakeLua, withdrawLua, rwQueueLua)
 
 	// A vote behind the restart gate: the gate's check first (gated.lua).
 	gatedRWAcquireSrc       any = script(gateLua, gatedLua, rwStateLua, rwAcquireLua)

@@ -208,14 +208,14 @@ var (
 	semAcquireFencedSrc  any = script(fenceLua, semLua, semHoldLua, semAcquireLua)
 	semExtendSrc         any = script(semLua, semHoldLua, semExtendLua)
 	semReleaseSrc        any = script(handonLua, semReleaseLua)
-	semFenceSrc          any = script(semLua, semFenceLua)
+	semFenceSrc          any = script(semLua, raisetoLua, semFenceLua)
 	gatedSemAcquireSrc   any = script(gateLua, gatedLua, semLua, semHoldLua, semAcquireLua)
 	gatedSemAcqFencedSrc any = script(gateLua, gatedLua, fenceLua, semLua, semHoldLua, semAcquireLua)
 	gatedSemExtendSrc    any = script(gateLua, gatedLua, semLua, semHoldLua, semExtendLua)
-	gatedSemFenceSrc     any = script(gateLua, gatedLua, semLua, semFenceLua)
+	gatedSemFenceSrc     any = script(gateLua, gatedLua, semLua, raisetoLua, semFenceLua)
 	// A waiting call's registrations go through handoff.lua, the one
 	// script that queues calls, with sem_free.lua's v: is a permit free.
-	semHandoffSrc any = script(handonLua, gateLua, semLua, semFreeLua, handoffLua)
+	semHandoffSrc any = script(handonLua, gateLua, semLua, semFreeLua, withdrawLua, handoffLua)
 )
 
 // permitArgs appends the command of q, a permit's request; nothing for

@@ -30,21 +30,12 @@ if v == ARGV[1] or type(v) == 'string' and v:sub(1, #hd + 1) == hd .. '#'
     and (rg == 0 or (tonumber(v:sub(#hd + 2)) or rg) < rg) then
   n = redis.call('DEL', k)
 end
--- Only registrations up to rg are taken off: one that lands late must not
--- take off (and then hold the key for) a later one; it does not queue then.
--- The call's registrations are all at its place ARGV[8] (an Unlock moves
--- it behind the next holder, and passes the place it leaves): only those
--- are read, never the whole queue.
-local newer = false
-for _, m in ipairs(P('ZRANGEBYSCORE', q, ARGV[8], ARGV[8])) do
-  if m:sub(1, #me) == me then
-    if rg == 0 or (tonumber(m:match('(%d+)$')) or 0) <= rg then
-      P('ZREM', q, m)
-    else
-      newer = true
-    end
-  end
-end
+-- Only registrations up to rg are taken off (withdraw.lua): one that lands
+-- late must not take off (and then hold the key for) a later one; it does
+-- not queue then. The call's registrations are all at its place ARGV[8]
+-- (an Unlock moves it behind the next holder, and passes the place it
+-- leaves).
+local newer = withdraw(q, me, ARGV[8], rg)
 me = me .. ttl .. '|' .. rg
 local rq = pl ~= '0' and rg ~= 0 and not newer
 local bh = rq and ARGV[7] == '1'

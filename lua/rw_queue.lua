@@ -1,5 +1,5 @@
--- rw_queue: handoff.lua for an RWMutex's waiting calls (rw_state.lua before
--- it): take the call's registrations off its queue, queue it again when
+-- rw_queue: handoff.lua for an RWMutex's waiting calls (rw_state.lua and
+-- withdraw.lua before it): take the call's registrations off its queue, queue it again when
 -- asked, and wake it at once when what it waits for is already gone. The
 -- masters never hand an RWMutex's key over: they wake its calls, which
 -- try (entries 'channel|hand|0|reg').
@@ -14,16 +14,8 @@
 -- expires. Readers it held back are woken when nothing else does.
 local k, role, ch, pl, hd, rg = KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
 local q = role == 'r' and RQ or WQ
-local me, newer, woke = ch .. '|' .. hd .. '|', false, 0
-for _, m in ipairs(P('ZRANGEBYSCORE', q, ARGV[6], ARGV[6])) do
-  if m:sub(1, #me) == me then
-    if rg == 0 or (tonumber(m:match('(%d+)$')) or 0) <= rg then
-      P('ZREM', q, m)
-    else
-      newer = true
-    end
-  end
-end
+local me, woke = ch .. '|' .. hd .. '|', 0
+local newer = withdraw(q, me, ARGV[6], rg)
 if rg == 0 and role == 'w' and redis.call('HDEL', k, 'c' .. hd) == 1 then
   local r, w, c, last = scan(k)
   expire(k, last)

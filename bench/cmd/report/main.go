@@ -234,10 +234,7 @@ func (r results) median(name, unit string) (float64, bool) {
 // ratio is the median over the passes of a's figure divided by b's in the
 // same pass; n is the number of passes that measured both.
 func (r results) ratio(a, b, unit string) (q float64, n int) {
-	bs := map[[2]int]float64{}
-	for _, s := range r[b][unit] {
-		bs[[2]int{s.pass, s.rep}] = s.v
-	}
+	bs := r.byPass(b, unit)
 	var qs []float64
 	for _, s := range r[a][unit] {
 		if y, ok := bs[[2]int{s.pass, s.rep}]; ok && y != 0 {
@@ -248,6 +245,15 @@ func (r results) ratio(a, b, unit string) (q float64, n int) {
 		return 0, 0
 	}
 	return median(qs), len(qs)
+}
+
+// byPass is name's figures in unit by the pass and rep they come from.
+func (r results) byPass(name, unit string) map[[2]int]float64 {
+	m := map[[2]int]float64{}
+	for _, s := range r[name][unit] {
+		m[[2]int{s.pass, s.rep}] = s.v
+	}
+	return m
 }
 
 func (r results) passes() int {
@@ -358,7 +364,7 @@ func targets(r results) []target {
 		t.met = worst <= 25
 	}
 	ts = append(ts, t)
-	return ts
+	return append(ts, rwTargets(r)...)
 }
 
 // spread is the least and the largest of name's figures in unit over the
@@ -516,7 +522,9 @@ func render(r results, cpu, cmdline string) string {
 			cell(bn(o.bench, "redsync", o.n), o.unit), cell(bn(o.bench, "redislock", 1), o.unit))
 	}
 	fmt.Fprintln(&b)
-	renderRW(&b, r)
+	if t := rwmutexTable(r); t != "" {
+		fmt.Fprintln(&b, t)
+	}
 	fmt.Fprintln(&b, "The restart gate's cost (WithRestartGate: every vote is one script with the gate's check in front: `LASTSAVE` and `TIME` on the master, `INFO server` after a save within the gate), gated against ungated Lock+Unlock. Time from BenchmarkGateCost, pairs of one ungated and one gated Lock+Unlock timed op by op (the ratio of the sums, median over the passes); the A/A row has the gate on both sides. Allocations from BenchmarkLockUnlockGated and BenchmarkLockUnlock:")
 	fmt.Fprintln(&b)
 	fmt.Fprintln(&b, "| nodes | time, gated ÷ ungated (pairs) | per pass | allocs gated | allocs ungated |")
@@ -741,37 +749,170 @@ func handOffTable(r results) string {
 	return b.String()
 }
 
-// renderRW is the read-write lock's table: its uncontended Lock+Unlock of
-// a reader and of a writer against the mutex's (time: BenchmarkRWMutexCost,
-// op by op in turn; allocations: BenchmarkRWMutexLockUnlock), and 8
-// readers against 8 writers on one key (BenchmarkRWMutexContended).
-func renderRW(b *strings.Builder, r results) {
-	cost := func(n int) string { return fmt.Sprintf("BenchmarkRWMutexCost/nodes=%d", n) }
-	lu := func(kind string, n int) string {
+// rwGoal is one of issue 40's goals for the read-write lock (RWMutex) at
+// one node count: a figure q of a reader or a writer against the mutex, or
+// of readers against writers, and the bound on it.
+type rwGoal struct {
+	what, goal string // what names the goal in the targets table, the same at every n
+	label      string // what, shorter, in the RWMutex's own table
+	n          int
+	q, bound   float64
+	le         bool   // the goal is q ≤ bound; q ≥ bound otherwise
+	short      string // q alone, as a cell
+	measured   string // q with the figures it comes from
+	perPass    string // the least and the largest q over the passes
+	known, met bool
+}
+
+// rwGoals measures the RWMutex against its goals: an uncontended reader's
+// and writer's Lock+Unlock against the mutex's, in time (BenchmarkRWMutexCost,
+// whose per-pass figure is already a ratio) and in allocations per master
+// (BenchmarkRWMutexLockUnlock, the more of the reader's and the writer's,
+// per pass), at N = 1, 5 and 9; and 8 readers on one key against 8 writers
+// on one key (BenchmarkRWMutexContended).
+func rwGoals(r results) []rwGoal {
+	var gs []rwGoal
+	add := func(g rwGoal, qs []float64) {
+		if g.known = len(qs) > 0; g.known {
+			g.q = median(qs)
+			g.met = (g.le && g.q <= g.bound) || (!g.le && g.q >= g.bound)
+		}
+		gs = append(gs, g)
+	}
+	lockUnlock := func(kind string, n int) string {
 		return fmt.Sprintf("BenchmarkRWMutexLockUnlock/kind=%s/nodes=%d", kind, n)
 	}
-	if _, ok := r.median(cost(1), "reader/mutex"); !ok {
-		return
-	}
-	fmt.Fprintln(b, "The read-write lock (RWMutex) against the mutex: uncontended Lock+Unlock, time as a ratio (BenchmarkRWMutexCost: the three timed op by op in turn, the ratio of the sums, median over passes of 200) and allocations per op (BenchmarkRWMutexLockUnlock). Goals: at most 1.15× the time and 3 allocations per master more.")
-	fmt.Fprintln(b)
-	fmt.Fprintln(b, "| nodes | reader ÷ mutex | writer ÷ mutex | allocs mutex | allocs reader | allocs writer |")
-	fmt.Fprintln(b, "| --- | --- | --- | --- | --- | --- |")
 	for _, n := range []int{1, 5, 9} {
-		rq, _ := r.median(cost(n), "reader/mutex")
-		wq, _ := r.median(cost(n), "writer/mutex")
-		am, _ := r.median(lu("mutex", n), "allocs/op")
-		ar, _ := r.median(lu("reader", n), "allocs/op")
-		aw, _ := r.median(lu("writer", n), "allocs/op")
-		fmt.Fprintf(b, "| %d | %.2f× | %.2f× | %.0f | %.0f | %.0f |\n", n, rq, wq, am, ar, aw)
+		cost := fmt.Sprintf("BenchmarkRWMutexCost/nodes=%d", n)
+		for _, kind := range []string{"reader", "writer"} {
+			op := map[string]string{"reader": "RLock+Unlock", "writer": "writer Lock+Unlock"}[kind]
+			g := rwGoal{what: "RWMutex: uncontended " + op + " ÷ the mutex's Lock+Unlock (op by op)",
+				label: op + " ÷ mutex, time", goal: "≤ 1.15×", n: n, bound: 1.15, le: true}
+			qs := r.values(cost, kind+"/mutex")
+			if len(qs) > 0 {
+				g.short = fmt.Sprintf("%.2f×", median(qs))
+				g.measured, g.perPass = g.short, spread(r, cost, kind+"/mutex")
+			}
+			add(g, qs)
+		}
+
+		g := rwGoal{what: "RWMutex: allocs per Lock+Unlock per master beyond the mutex's (reader or writer)",
+			label: "allocs per master beyond the mutex's, reader or writer", goal: "≤ +3 per master", n: n, bound: 3, le: true}
+		mutex, reader, writer := r.byPass(lockUnlock("mutex", n), "allocs/op"), r.byPass(lockUnlock("reader", n), "allocs/op"), r.byPass(lockUnlock("writer", n), "allocs/op")
+		var qs []float64
+		for k, m := range mutex {
+			rd, ok1 := reader[k]
+			wr, ok2 := writer[k]
+			if ok1 && ok2 {
+				qs = append(qs, max(rd-m, wr-m)/float64(n))
+			}
+		}
+		if len(qs) > 0 {
+			am, _ := r.median(lockUnlock("mutex", n), "allocs/op")
+			ar, _ := r.median(lockUnlock("reader", n), "allocs/op")
+			aw, _ := r.median(lockUnlock("writer", n), "allocs/op")
+			g.short = fmt.Sprintf("%+.1f", median(qs))
+			g.measured = fmt.Sprintf("%s per master (allocs/op: mutex %.0f, reader %.0f, writer %.0f)", g.short, am, ar, aw)
+			if g.perPass = fmt.Sprintf("%+.1f", slices.Min(qs)); slices.Max(qs) > slices.Min(qs) {
+				g.perPass += fmt.Sprintf(" to %+.1f", slices.Max(qs))
+			}
+		}
+		add(g, qs)
 	}
-	fmt.Fprintln(b)
+
 	c := "BenchmarkRWMutexContended/nodes=5"
-	if q, ok := r.median(c, "readers/writers"); ok {
+	g := rwGoal{what: "RWMutex: 8 readers ÷ 8 writers, each on one key: cs/s",
+		label: "8 readers' cs/s ÷ 8 writers', each on one key", goal: "≥ 5×", n: 5, bound: 5}
+	qs := r.values(c, "readers/writers")
+	if len(qs) > 0 {
 		rd, _ := r.median(c, "reader-cs/s")
 		wr, _ := r.median(c, "writer-cs/s")
-		fmt.Fprintf(b, "8 readers on one key: %.0f critical sections/s; 8 writers on one key: %.0f/s; readers ÷ writers %.1f× (goal: at least 5×), N=5, each critical section 2 ms (BenchmarkRWMutexContended).\n\n", rd, wr, q)
+		g.short = fmt.Sprintf("%.2f×", median(qs))
+		g.measured = fmt.Sprintf("%s (%s / %s)", g.short, human(rd, "cs/s"), human(wr, "cs/s"))
+		g.perPass = spread(r, c, "readers/writers")
 	}
+	add(g, qs)
+	return gs
+}
+
+// rwTargets are the RWMutex's rows of the targets table: each goal at its
+// worst node count, next to its figure at every node count.
+func rwTargets(r results) []target {
+	gs := rwGoals(r)
+	var whats []string
+	for _, g := range gs {
+		if !slices.Contains(whats, g.what) {
+			whats = append(whats, g.what)
+		}
+	}
+	var ts []target
+	for _, what := range whats {
+		var group []rwGoal
+		for _, g := range gs {
+			if g.what == what {
+				group = append(group, g)
+			}
+		}
+		ts = append(ts, rwTarget(group))
+	}
+	return ts
+}
+
+// rwTarget is one goal's row of the targets table from its figures at
+// each node count: met if met at every one, measured at the worst.
+func rwTarget(group []rwGoal) target {
+	t := target{what: group[0].what, goal: group[0].goal, known: true, met: true}
+	if len(group) == 1 {
+		g := group[0]
+		t.what = fmt.Sprintf("%s, N=%d", g.what, g.n)
+		t.known, t.met, t.measured = g.known, g.met, g.measured
+		return t
+	}
+	var worst rwGoal
+	var ns, shorts []string
+	for i, g := range group {
+		if !g.known {
+			return target{what: t.what, goal: t.goal}
+		}
+		t.met = t.met && g.met
+		if i == 0 || (g.le && g.q > worst.q) || (!g.le && g.q < worst.q) {
+			worst = g
+		}
+		ns = append(ns, strconv.Itoa(g.n))
+		shorts = append(shorts, g.short)
+	}
+	t.what += ", worst of N=" + strings.Join(ns, ", ")
+	t.measured = fmt.Sprintf("%s at N=%d (%s at N=%s)", worst.short, worst.n, strings.Join(shorts, " / "), strings.Join(ns, " / "))
+	return t
+}
+
+// rwmutexTable is the RWMutex's rows: each of its goals at each node count,
+// the median over the passes and the range of the passes.
+func rwmutexTable(r results) string {
+	gs := rwGoals(r)
+	known := false
+	for _, g := range gs {
+		known = known || g.known
+	}
+	if !known {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintln(&b, "The read-write lock (RWMutex) against the mutex, and its readers against its writers (issue 40's goals). Time from BenchmarkRWMutexCost: the mutex's, a reader's (RLock) and a writer's (Lock) uncontended Lock+Unlock timed op by op in turn, each round starting one op later; its figure per pass is the median over windows of 201 rounds of the ratio of the sums. Allocations from BenchmarkRWMutexLockUnlock: per pass, the more of the reader's and the writer's allocs/op beyond the mutex's, per master. Readers against writers from BenchmarkRWMutexContended: 8 goroutines on one key as readers, then 8 on another as writers, N=5, each critical section 2 ms; its figure per pass is the ratio of the two rates. Medians over the passes:")
+	fmt.Fprintln(&b)
+	fmt.Fprintln(&b, "| figure | nodes | median | per pass | goal | met |")
+	fmt.Fprintln(&b, "| --- | --- | --- | --- | --- | --- |")
+	for _, g := range gs {
+		switch {
+		case !g.known:
+			fmt.Fprintf(&b, "| %s | %d | not measured | | %s | ? |\n", g.label, g.n, g.goal)
+		case g.met:
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | yes |\n", g.label, g.n, g.measured, g.perPass, g.goal)
+		default:
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | **no** |\n", g.label, g.n, g.measured, g.perPass, g.goal)
+		}
+	}
+	return b.String()
 }
 
 // semaphoreTable is the Semaphore's rows: a permit's uncontended
