@@ -1,8 +1,8 @@
 -- rw_queue: handoff.lua for an RWMutex's waiting calls (rw_state.lua and
--- withdraw.lua before it): take the call's registrations off its queue, queue it again when
--- asked, and wake it at once when what it waits for is already gone. The
--- masters never hand an RWMutex's key over: they wake its calls, which
--- try (entries 'channel|hand|0|reg').
+-- withdraw.lua before it): take the call's registrations off its queue,
+-- queue it again when asked, and wake it at once when what it waits for is
+-- already gone. The masters never hand an RWMutex's key over: they wake
+-- its calls, which try (entries 'channel|hand|0|reg').
 --
 -- ARGV: role ('r': the readers' queue, 'w': the writers'), the Redlock's
 -- channel ch, the place pl to queue at ('0': not again), the call's
