@@ -563,7 +563,7 @@ func aclRefusal(err error) bool {
 func TestACLWakeups(t *testing.T) {
 	args := aclUser("locker")
 	args = append(args, aclUser("waker")...)
-	args = append(args, "+zadd", "+zrange", "+zrem", "+publish", "+subscribe", "+ping", "&redlock:wake:*")
+	args = append(args, "+exists", "+zadd", "+zrange", "+zrem", "+publish", "+subscribe", "+ping", "&redlock:wake:*")
 	c := redistest.StartT(t, 3, redistest.Options{Args: args})
 	ctx := context.Background()
 	for _, user := range []string{"locker", "waker"} {

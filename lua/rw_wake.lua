@@ -6,6 +6,10 @@
 -- keep their backoff timers. rb: nudge rather than wake (see handon.lua).
 -- Returns 2 when someone was told, else 0.
 local function wakeall(q, k, rb)
+  -- No queue, no one to wake (as handon.lua).
+  if P('EXISTS', q) == 0 then
+    return 0
+  end
   local n = 0
   for _, m in ipairs(P('ZRANGE', q, 0, 63)) do
     P('ZREM', q, m)

@@ -171,6 +171,7 @@ func init() {
 		"get":           {2, false, cmdGet},
 		"set":           {-3, false, cmdSet},
 		"del":           {-2, false, cmdDel},
+		"exists":        {-2, false, cmdExists},
 		"pexpire":       {-3, false, cmdPexpire},
 		"time":          {1, false, cmdTime},
 		"info":          {-1, false, cmdInfo},
@@ -322,6 +323,18 @@ func cmdDel(x *simExec, a []string) respValue {
 	for _, key := range a[1:] {
 		if x.lookup(key) != nil {
 			delete(x.m.keys, key)
+			n++
+		}
+	}
+	return intReply(n)
+}
+
+// cmdExists is EXISTS key...: how many of the keys are live, a key named
+// twice counted twice (as Redis does).
+func cmdExists(x *simExec, a []string) respValue {
+	n := int64(0)
+	for _, key := range a[1:] {
+		if x.lookup(key) != nil {
 			n++
 		}
 	}

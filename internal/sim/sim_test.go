@@ -110,6 +110,7 @@ func TestSimLuaAgreesWithRedis(t *testing.T) {
 		`return redis.call('HGETALL', KEYS[4])`,
 		`return {redis.call('HDEL', KEYS[4], 'a', 'b', 'c'), redis.call('TYPE', KEYS[4]).ok}`,
 		`return {redis.call('PEXPIRE', KEYS[2], 100), redis.call('PEXPIRE', KEYS[1], 0), redis.call('TYPE', KEYS[1]).ok}`,
+		`redis.call('SET', KEYS[1], 'v') return {redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[1]), redis.call('EXISTS', KEYS[2])}`,
 		`return {redis.call('DEL', KEYS[1], KEYS[2], KEYS[3]), #redis.call('TIME')}`,
 		`return undefined_global`,
 		`x = 1 return x`,
