@@ -22,12 +22,12 @@ RACE_FLAGS = -race -gcflags=github.com/yuin/gopher-lua/...=-race=false
 # and 3 run two streams side by side, each stream's output printed whole
 # when it ends. Figures: README.md, "Contributing: commands".
 test: vet redis-server
-	# 1. The root module: two processes, each with half of the root
-	# package's tests (scripts/test-halves.sh says why), then, in one of
-	# them, the module's other packages one at a time (-p 1).
-	# -parallel 12: the tests that call t.Parallel wait out masters' restart
-	# gates (seconds asleep each); they run together at the package's end.
-	GO=$(GO) bash scripts/test-halves.sh $(RACE_FLAGS) -count=1 -timeout 15m -p 1 -parallel 12
+	# 1. The root module: its test binaries built once, then run by two
+	# workers: each half of the root package's tests (scripts/test-halves.sh
+	# says why), and the module's other packages by whichever is free.
+	# -test.parallel 12: the tests that call t.Parallel wait out masters'
+	# restart gates (seconds asleep each); they run together at the end.
+	GO=$(GO) bash scripts/test-halves.sh $(RACE_FLAGS) -- -test.count=1 -test.timeout=15m -test.parallel=12
 	# 2. The chaos module alone (its two backends' scenarios side by side:
 	# chaos/scenario_test.go). Beside anything busy its scenarios starve:
 	# next to stage 1's tests once (no acquire both started and ended
