@@ -6,9 +6,12 @@ GO ?= go
 # than the root.
 export GOWORK = $(CURDIR)/go.work
 NESTED = chaos cmd/redlock redlockotel redlockrueidis bench
-# Schedules of the simulation's non-race run in `make test` (the -race run
-# does defaultSimSchedules, 300).
+# Schedules of the simulation's non-race runs in `make test`: the mutex's
+# (TestSim), the semaphore's and the RWMutex's. The -race run does few
+# (sim_test.go's defaultSimSchedules says why): 100, 40 and 40.
 SIM_SCHEDULES ?= 3000
+SIM_SEM_SCHEDULES ?= 300
+SIM_RW_SCHEDULES ?= 300
 
 .PHONY: test test-sim test-rest vet chaos redis-server soak tidy modules release
 # The simulation's masters (internal/sim, imported by tests only) run the
@@ -37,11 +40,11 @@ test: vet redis-server
 	# 3. The simulation without -race beside the other nested modules.
 	$(MAKE) --no-print-directory -j2 -O test-sim test-rest
 
-# The simulation again without -race, which costs it ten times the CPU:
-# thousands of schedules (sim_test.go) in about a minute and a half of
-# this machine.
+# The simulations again without -race, which costs them ten times the
+# CPU: thousands of schedules (sim_test.go).
 test-sim:
 	$(GO) test -count=1 -timeout 10m -run 'TestSim$$' . -sim.schedules=$(SIM_SCHEDULES)
+	$(GO) test -count=1 -timeout 10m -run 'TestSimSem$$|TestSimRW$$' . -sim.schedules=$(SIM_SEM_SCHEDULES) -sim.rw.schedules=$(SIM_RW_SCHEDULES)
 
 # The nested modules other than chaos (./... stops at nested modules:
 # their tests run from their own dirs).

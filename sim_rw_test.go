@@ -23,7 +23,7 @@ import (
 // tokens grow. The deterministic tests below show that it sees the
 // mutant of each rule.
 
-var simRWSchedulesFlag = flagpkg.Int("sim.rw.schedules", 100, "simulation of the RWMutex: schedules to run")
+var simRWSchedulesFlag = flagpkg.Int("sim.rw.schedules", 40, "simulation of the RWMutex: schedules to run")
 
 // rwCall is one call of a worker of an RW client: a reader (most times) or
 // a writer, Try or waiting, fenced (writers) and auto-extended at random;

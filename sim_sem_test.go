@@ -36,10 +36,11 @@ import (
 //     through a connection on which no request failed (checkLeftovers).
 //
 // TestSimSem takes -sim.schedules, -sim.base, -sim.seed, -sim.soak as
-// TestSim does (default defaultSimSemSchedules). TestSimSemMutants runs
+// TestSim does (default defaultSimSemSchedules: few, as TestSim's; make
+// test also runs SIM_SEM_SCHEDULES without -race). TestSimSemMutants runs
 // the three mutants of semaphore_internal_test.go on seeds until the
 // checker reports one, and fails if it never does.
-const defaultSimSemSchedules = 100
+const defaultSimSemSchedules = 40
 
 // semPlan is what a schedule's seed draws for the semaphore.
 type semPlan struct {
