@@ -77,9 +77,55 @@ func runScenarios(t *testing.T, backend string) {
 			}
 			if !s.Expected {
 				logMissed(t, s.History)
+				logGap(t, s.Faults, s.History)
 				t.Errorf("%s: %s; not shown: %s", s.Name, s.Outcome, strings.Join(s.Failed, "; "))
 			}
 		})
+	}
+}
+
+// logGap, for a scenario that missed its verdict, logs the longest stretch
+// of a fault on masters without an acquisition (the "highly available"
+// verdicts allow maxFaultGap) and every acquire call that was under way
+// or holding during it: whether the key was held all along (a long hold),
+// or free while calls waited (a liveness finding).
+func logGap(t *testing.T, faults []Fault, h History) {
+	var from, to time.Duration
+	for _, w := range nodeFaultWindows(faults) {
+		last := w.from
+		var in []time.Duration
+		for _, a := range h.Acquires {
+			if a.OK && a.Acquired > w.from && a.Acquired < w.to {
+				in = append(in, a.Acquired)
+			}
+		}
+		slices.Sort(in)
+		for _, at := range append(in, w.to) {
+			if at-last > to-from {
+				from, to = last, at
+			}
+			last = at
+		}
+	}
+	if to == 0 {
+		return
+	}
+	t.Logf("longest gap in a fault: %v, from %v to %v; the calls during it:", (to - from).Round(time.Millisecond), from.Round(time.Millisecond), to.Round(time.Millisecond))
+	as := slices.Clone(h.Acquires)
+	slices.SortFunc(as, func(a, b Acquire) int { return cmp.Compare(a.Start, b.Start) })
+	for _, a := range as {
+		done := a.Acquired
+		if a.OK {
+			done = a.end()
+		}
+		if a.Start > to || a.OK && done < from {
+			continue
+		}
+		if a.OK {
+			t.Logf("  client %d %s: started %v, acquired %v, held until %v (released %v)", a.Client, a.Key, a.Start.Round(time.Millisecond), a.Acquired.Round(time.Millisecond), a.end().Round(time.Millisecond), a.Released.Round(time.Millisecond))
+		} else if a.Start >= from-time.Second {
+			t.Logf("  client %d %s: started %v, failed: %s", a.Client, a.Key, a.Start.Round(time.Millisecond), a.Err)
+		}
 	}
 }
 
