@@ -20,7 +20,7 @@ SIM_RW_SCHEDULES ?= 300
 # would instrument (2.7x the simulation's CPU); our code stays instrumented.
 RACE_FLAGS = -race -gcflags=github.com/yuin/gopher-lua/...=-race=false
 
-# make test: about 10 minutes on this repository's 2-core machine, in three
+# make test: about 13 minutes on this repository's 2-core machine, in three
 # stages. The tests mostly wait (TTLs, faults, restart gates), so stages 1
 # and 3 run two streams side by side, each stream's output printed whole
 # when it ends. Figures: README.md, "Contributing: commands".
@@ -31,8 +31,9 @@ test: vet redis-server
 	# -test.parallel 12: the tests that call t.Parallel wait out masters'
 	# restart gates (seconds asleep each); they run together at the end.
 	GO=$(GO) bash scripts/test-halves.sh $(RACE_FLAGS) -- -test.count=1 -test.timeout=15m -test.parallel=12
-	# 2. The chaos module alone (its two backends' scenarios side by side:
-	# chaos/scenario_test.go). Beside anything busy its scenarios starve:
+	# 2. The chaos module alone (its two backends' scenarios one after the
+	# other: chaos/scenario_test.go). Beside anything busy its scenarios
+	# starve, even beside each other (shard-kill's, shard-pause's gaps):
 	# next to stage 1's tests once (no acquire both started and ended
 	# inside a 1.5 s fault), next to stage 3's simulation (shard-kill's gap
 	# above 100 ms, no permit taken during a pause).

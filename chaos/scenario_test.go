@@ -23,20 +23,21 @@ const (
 	maxLoggedFailures = 12
 )
 
-// The two backends run side by side (t.Parallel: after this package's
-// other tests), each on masters of its own: the scenarios spend most of
-// their time waiting out faults and TTLs (the package used 40% of one core
-// of this repository's 2-core machine with the backends one after the
-// other), and make test runs no other package beside this one (-p 1, and
-// the chaos module after the root's).
+// The two backends run one after the other, each on masters of its own.
+// Side by side (t.Parallel) they took 175 s rather than 310, but the
+// Docker backend's container operations saturate both cores of this
+// repository's 2-core machine for a second or two at a time (vmstat: idle
+// 1-5%, half of it system time), and the process backend's scenarios that
+// must stay highly available (shard-kill, shard-pause: no stretch of a
+// fault over 100 ms without an acquisition) missed it in 4 of 6 runs, with
+// clients whose calls got no reply from any master for up to a second
+// (logGap). Alone, neither backend missed a verdict (2 and 3 runs).
 
 func TestScenariosProcess(t *testing.T) {
-	t.Parallel()
 	runScenarios(t, BackendProcess)
 }
 
 func TestScenariosDocker(t *testing.T) {
-	t.Parallel()
 	if err := cluster.DockerAvailable(); err != nil {
 		if os.Getenv("REDLOCK_REQUIRE_DOCKER") == "1" {
 			t.Fatalf("REDLOCK_REQUIRE_DOCKER=1 but: %v", err)
