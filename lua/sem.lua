@@ -11,21 +11,20 @@
 -- end of the last hold (a release leaves it: see sem_release.lua). Every permit script's ARGV starts with the holder's value and
 -- the slot: ARGV[1], ARGV[2].
 --
--- holder(s) is slot s's live holder, or nil. live() counts live holders.
--- The scripts that compare a slot's holder with theirs read it first:
--- local v = holder(s).
+-- holder(s) is slot s's live holder, or nil; holder(s, f...) also returns
+-- the hash's fields f... from the same HMGET (on an error, the error in
+-- their place). live() counts live holders. The scripts that compare a
+-- slot's holder with theirs read it first: local v = holder(s).
 local k, s = KEYS[1], ARGV[2]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local function holder(i)
-  local h = redis.pcall('HMGET', k, 'v' .. i, 'e' .. i)
+local function holder(i, ...)
+  local h = redis.pcall('HMGET', k, 'v' .. i, 'e' .. i, ...)
   if h.err then
-    return nil
+    return nil, h
   end
-  if h[1] and tonumber(h[2] or '0') > now then
-    return h[1]
-  end
-  return nil
+  local v = h[1] and tonumber(h[2] or '0') > now and h[1] or nil
+  return v, unpack(h, 3)
 end
 local function live()
   local n, f = 0, redis.pcall('HGETALL', k)

@@ -10,13 +10,11 @@
 --     L. Nothing is written then: a caller with another limit never takes
 --     a slot while a holder of the stored one lives (see "Semaphore" in
 --     docs/internals.md).
--- The slot's holder and the stored limit in one read (holder(s) without
--- its own HMGET): v is the slot's live holder or nil, L the limit or false.
-local h = redis.pcall('HMGET', k, 'v' .. s, 'e' .. s, 'L')
-if h.err then
-  return h
+-- The slot's live holder and the stored limit, in one read.
+local v, L = holder(s, 'L')
+if type(L) == 'table' then
+  return L
 end
-local v, L = h[1] and tonumber(h[2] or '0') > now and h[1] or nil, h[3]
 if L and L ~= ARGV[4] then
   if live() > 0 then
     return redis.error_reply('PERMITS ' .. L)
