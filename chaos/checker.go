@@ -167,7 +167,13 @@ func Check(h History) Findings {
 // maxGap is the longest time within a window between the window's start,
 // the acquisitions inside it and its end.
 func maxGap(ws []window, as []Acquire) time.Duration {
-	var gap time.Duration
+	from, to := longestGap(ws, as)
+	return to - from
+}
+
+// longestGap returns where maxGap's stretch lies (from == to when ws is
+// empty): the first of the longest.
+func longestGap(ws []window, as []Acquire) (from, to time.Duration) {
 	for _, w := range ws {
 		last := w.from
 		var in []time.Duration
@@ -178,11 +184,13 @@ func maxGap(ws []window, as []Acquire) time.Duration {
 		}
 		slices.Sort(in)
 		for _, t := range append(in, w.to) {
-			gap = max(gap, t-last)
+			if t-last > to-from {
+				from, to = last, t
+			}
 			last = t
 		}
 	}
-	return gap
+	return from, to
 }
 
 // overlaps finds the pairs of holdings of one key whose windows intersect.

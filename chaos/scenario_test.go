@@ -91,24 +91,8 @@ func runScenarios(t *testing.T, backend string) {
 // or holding during it: whether the key was held all along (a long hold),
 // or free while calls waited (a liveness finding).
 func logGap(t *testing.T, faults []Fault, h History) {
-	var from, to time.Duration
-	for _, w := range nodeFaultWindows(faults) {
-		last := w.from
-		var in []time.Duration
-		for _, a := range h.Acquires {
-			if a.OK && a.Acquired > w.from && a.Acquired < w.to {
-				in = append(in, a.Acquired)
-			}
-		}
-		slices.Sort(in)
-		for _, at := range append(in, w.to) {
-			if at-last > to-from {
-				from, to = last, at
-			}
-			last = at
-		}
-	}
-	if to == 0 {
+	from, to := longestGap(nodeFaultWindows(faults), h.Acquires)
+	if to == from {
 		return
 	}
 	t.Logf("longest gap in a fault: %v, from %v to %v; the calls during it:", (to - from).Round(time.Millisecond), from.Round(time.Millisecond), to.Round(time.Millisecond))

@@ -17,8 +17,9 @@
 # Usage (from the repository root):
 #   scripts/test-halves.sh BUILD-FLAGS... -- TEST-BINARY-FLAGS...
 # e.g. scripts/test-halves.sh -race -- -test.count=1 -test.timeout=15m
-# Each item's output goes to a file, printed whole when its worker ends,
-# so that a failure's lines are not interleaved with the other worker's.
+# Each item's output goes to a file, printed whole (a failed item's) once
+# both workers are done, so that its lines are not interleaved with the
+# other worker's.
 set -euo pipefail
 go=${GO:-go}
 
@@ -39,7 +40,7 @@ $go test "${build[@]}" -c -o "$dir/bin/" ./...
 echo "# the root module's test binaries built in $((SECONDS - start)) s"
 
 # The root package's test names, in source order.
-mapfile -t names < <(cd . && "$dir/bin/redlock.test" -test.list '.*' | grep -E '^(Test|Example|Fuzz)')
+mapfile -t names < <("$dir/bin/redlock.test" -test.list '.*' | grep -E '^(Test|Example|Fuzz)')
 if [ "${#names[@]}" -lt 2 ]; then
   echo "test-halves: -test.list found ${#names[@]} tests" >&2
   exit 1
