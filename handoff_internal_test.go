@@ -294,10 +294,88 @@ func TestHandOffLeftBehind(t *testing.T) {
 	_ = oc.Lock.Unlock(ctx)
 }
 
+// TestHandOffLeftBehindUnlockUndecided: the place an Unlock leaves behind
+// the next holder is settled once a quorum of masters answered the
+// release, not when the slowest master does. Here x's Unlock released the
+// key on masters 0 and 1, lost the reply of master 2, and waits for 3 and
+// 4 (silent) until its deadline; meanwhile y, handed the key by that
+// release, unlocks, and c, queued behind x's place, gets the key at once.
+// (Found by the chaos harness's shard-pause on a loaded machine: a
+// release that a quorum answered without a quorum of successes left its
+// place queued while it waited for the paused shards; the next release
+// handed the key to that place, which no call could take over, and every
+// client waited 0.8 s.)
+func TestHandOffLeftBehindUnlockUndecided(t *testing.T) {
+	ctx := context.Background()
+	admin := clients(t, masters.Addrs())
+	xn := nodesOf(t, clients(t, masters.Addrs()))
+	f := make([]*faultNode, len(xn))
+	for i := range xn {
+		f[i] = wrap(xn[i])
+		xn[i] = f[i]
+	}
+	const nodeTimeout = 2 * time.Second
+	x := newRedlock(t, xn, WithBackoff(10*time.Second, 10*time.Second), WithNodeTimeout(nodeTimeout))
+	y := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
+	c := newRedlock(t, nodesOf(t, clients(t, masters.Addrs())), WithBackoff(10*time.Second, 10*time.Second))
+	key := testKey(t)
+
+	ox, gy := handedBefore(t, admin, x, y, key)
+
+	gate := make(chan struct{})
+	f[3].releaseGate.Store(&gate)
+	f[4].releaseGate.Store(&gate)
+	f[2].releaseReplyLost.Store(true)
+	start := time.Now()
+	unlocked := make(chan error, 1)
+	go func() { unlocked <- ox.Lock.Unlock(ctx) }()
+	defer func() {
+		close(gate)
+		<-unlocked // its QuorumError: masters 3 and 4 never answered
+	}()
+	oy := obtainedWithin(t, admin, key, gy, 5*time.Second, "y was not handed the key by x's release")
+	gc := lockAsync(t, ctx, c, key)
+	time.Sleep(200 * time.Millisecond) // c tried, and queued
+	released := time.Now()
+	if err := oy.Lock.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	oc := obtainedWithin(t, admin, key, gc, 5*time.Second, "c did not get the key within 5s")
+	d := oc.At.Sub(released)
+	t.Logf("c got the key %v after y's release", d)
+	if d > 500*time.Millisecond {
+		t.Errorf("c got the key %v after y's release: x's place behind y was kept while x's Unlock waited for masters 3 and 4", d)
+	}
+	select {
+	case err := <-unlocked:
+		unlocked <- err
+		t.Errorf("x's Unlock returned after %v, before its deadline: the test did not make it wait (%v)", time.Since(start), err)
+	default:
+	}
+	_ = oc.Lock.Unlock(ctx)
+}
+
 // leftBehind has a call of x wait for key, held by y, and be handed it;
 // then a call of y wait, and x unlock: the key goes to y, and x's Unlock
 // leaves x's place behind y. It returns y's call's outcome.
 func leftBehind(t testing.TB, admin []*redis.Client, x, y *Redlock, key string) obtained {
+	t.Helper()
+	ctx := context.Background()
+	ox, gy := handedBefore(t, admin, x, y, key)
+	if err := ox.Lock.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	oy := <-gy
+	if oy.Err != nil {
+		t.Fatal(oy.Err)
+	}
+	return oy
+}
+
+// handedBefore has a call of x wait for key, held by y, and be handed it;
+// then a call of y wait behind it. It returns x's call's outcome and y's
+// call's.
+func handedBefore(t testing.TB, admin []*redis.Client, x, y *Redlock, key string) (obtained, <-chan obtained) {
 	t.Helper()
 	ctx := context.Background()
 	ly := mustLock(t, y, key)
@@ -314,14 +392,7 @@ func leftBehind(t testing.TB, admin []*redis.Client, x, y *Redlock, key string) 
 	settle(y)
 	gy := lockAsync(t, ctx, y, key)
 	waitRegistered(t, admin, key, 1)
-	if err := ox.Lock.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	oy := <-gy
-	if oy.Err != nil {
-		t.Fatal(oy.Err)
-	}
-	return oy
+	return ox, gy
 }
 
 // TestHandOffWithdrawWakesOwn: a place an Unlock left behind the next

@@ -174,8 +174,17 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 	l.r.sched.remove(l)
 
 	p := l.release(ctx, true, nil)
-	ctxErr := p.collect(ctx)
+	// The place the release queued behind the next holder (see
+	// wakeups.unlocked) is settled once the release is decided, or
+	// standWindow after a quorum answered without deciding it: while this
+	// goroutine waits here for slow masters no call can take the place
+	// over, and a release that hands it the key meanwhile would keep the
+	// key from everyone until the wait ends.
+	ctxErr := p.collectUntil(ctx, l.r.quorum, standWindow)
 	l.r.wake.unlocked(l, p.woke())
+	if ctxErr == nil {
+		ctxErr = p.collect(ctx)
+	}
 	var qerr error // the release phase's own outcome
 	if t := &p.tallies[0]; ctxErr != nil || !t.won() {
 		qerr = joinCtx(t.error(opRelease, l.key), ctxErr)

@@ -348,6 +348,9 @@ type faultNode struct {
 	// releaseGate, when set, holds each release back until the channel is
 	// closed (or the batch's context ends).
 	releaseGate atomic.Pointer[chan struct{}]
+	// releaseReplyLost sends each release and withholds its reply: it
+	// landed, and the client sees it fail.
+	releaseReplyLost atomic.Bool
 }
 
 func wrap(n Node) *faultNode { return &faultNode{Node: n} }
@@ -406,6 +409,9 @@ func (f *faultNode) Exec(ctx context.Context, cmds []*Command) {
 			f.releases.Add(1)
 			f.firstRelease.CompareAndSwap(0, time.Now().UnixNano())
 			f.Node.Exec(ctx, []*Command{c})
+			if f.releaseReplyLost.Load() {
+				c.Reply, c.Err = nil, errReplyLost
+			}
 		default:
 			f.Node.Exec(ctx, []*Command{c})
 		}

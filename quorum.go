@@ -153,17 +153,34 @@ func (p *phase) deliver(c *call) {
 // whatever a Node does with its context (a go-redis client without
 // ContextTimeoutEnabled waits for its ReadTimeout).
 func (p *phase) collect(ctx context.Context) error {
-	open := len(p.tallies)
+	return p.collectUntil(ctx, 0, 0)
+}
+
+// collectUntil is collect that also returns, with nil, grace after
+// answers masters answered (a reply or a failure; for a phase of one key)
+// if the key is still undecided then; answers 0: it does not. The caller
+// may call collect after it for the rest.
+func (p *phase) collectUntil(ctx context.Context, answers int, grace time.Duration) error {
+	open := 0
+	for k := range p.tallies {
+		if !p.tallies[k].decided() {
+			open++
+		}
+	}
 	if p.ran { // every reply is in
 		for j := range p.calls {
 			p.count(j)
 		}
 		return nil
 	}
-	var timer *time.Timer
+	var timer, soft *time.Timer
+	var softC <-chan time.Time // soft's, once answers masters answered
 	defer func() {
 		if timer != nil {
 			p.r.putTimer(timer)
+		}
+		if soft != nil {
+			p.r.putTimer(soft)
 		}
 	}()
 	// Once the deadline passed, only the replies already in are counted.
@@ -176,6 +193,10 @@ func (p *phase) collect(ctx context.Context) error {
 		}
 		if passed {
 			break
+		}
+		if answers > 0 && softC == nil && p.answered() >= answers {
+			soft = p.r.newTimer(grace)
+			softC = soft.C
 		}
 		if timer == nil {
 			// A timer only when the replies are not all in yet: it is in
@@ -193,6 +214,8 @@ func (p *phase) collect(ctx context.Context) error {
 			return ctx.Err()
 		case <-timer.C:
 			passed = true
+		case <-softC:
+			return nil
 		}
 	}
 	if open == 0 {
@@ -374,6 +397,18 @@ func (p *phase) count(j int) int {
 		return 1
 	}
 	return 0
+}
+
+// answered reports how many of p's requests collect has read a reply or
+// a failure of.
+func (p *phase) answered() int {
+	n := 0
+	for i := range p.calls {
+		if p.calls[i].answered {
+			n++
+		}
+	}
+	return n
 }
 
 // woke reports on how many masters (among those collect counted) a
