@@ -324,23 +324,35 @@ func startReplicated(t *testing.T, n int) []*replicatedMaster {
 }
 
 // waitSynced waits until m's replica acknowledges writes: a write, then
-// WAIT 1 on the same connection, until the WAIT answers 1. A WAIT on a
-// connection that wrote nothing waits for no offset, and counts a replica
-// the primary has put online after a diskless transfer while the replica
-// is still loading the snapshot (and fsyncing it, on a slow disk): it
-// acknowledges nothing until it has loaded, which took over 650 ms once in
-// CI, and the WAITs of the test that followed answered 0.
+// WAIT 1 on the same connection, until the WAIT answers 1 twice in a row.
+//
+// A WAIT on a connection that wrote nothing waits for no offset, and counts
+// a replica the primary has put online after a diskless transfer while the
+// replica is still loading the snapshot (and fsyncing it, on a slow disk):
+// it acknowledges nothing until it has loaded, which took over 650 ms once
+// in CI, and the WAITs of the test that followed answered 0.
+//
+// One WAIT answering 1 is not enough either. Redis 7.0 starts a replica's
+// command stream after a diskless sync on the replica's first ACK once it
+// is online; an ACK that came before the primary had seen the transfer end
+// (under load) leaves the stream stopped until the replica's next periodic
+// ACK, up to a second later. That early ACK confirms a write the snapshot
+// held, so the first WAIT answers 1 while the next writes wait in the
+// primary's output buffer. A write made after a replica was counted online
+// is past the snapshot: its WAIT answers 1 only once the stream runs.
 func (m *replicatedMaster) waitSynced(t *testing.T, name string) {
 	t.Helper()
 	ctx := context.Background()
 	conn := m.client.Conn()
 	defer conn.Close()
-	for end := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for end, acked := time.Now().Add(20*time.Second), 0; acked < 2; time.Sleep(20 * time.Millisecond) {
 		if err := conn.Set(ctx, "redlock-test:synced", name, time.Minute).Err(); err == nil {
 			if n, err := conn.Do(ctx, "wait", 1, 100).Int64(); err == nil && n == 1 {
-				return
+				acked++
+				continue
 			}
 		}
+		acked = 0
 		if time.Now().After(end) {
 			t.Fatalf("the replica of %s does not acknowledge writes after 20 s", name)
 		}
