@@ -97,7 +97,9 @@ func cmdExec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return status
 	}
 	notice.holding()
-	return runLocked(lock, &a, sigs, stdout, stderr)
+	status = runLocked(lock, &a, sigs, stdout, stderr)
+	notice.settle(rl.Nodes(), redlock.DefaultNodeTimeout)
+	return status
 }
 
 // check reads NAME -- COMMAND [ARG...] and checks the flags' values;

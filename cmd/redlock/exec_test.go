@@ -223,6 +223,48 @@ func TestExecReportsDownMaster(t *testing.T) {
 	}
 }
 
+// slowFailAddr returns the address of a master that accepts connections
+// and closes each one, unanswered, after a while: its failure arrives
+// after the other masters decided every phase, so no phase event counts it
+// as failed.
+func slowFailAddr(t *testing.T, after time.Duration) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				time.Sleep(after)
+				c.Close()
+			})
+		}
+	})
+	return ln.Addr().String()
+}
+
+// A master whose failure comes only after the others decided (the run's
+// phases all ended with it pending) is still reported: exec asks it once
+// more after the run.
+func TestExecReportsLateFailingMaster(t *testing.T) {
+	t.Parallel()
+	slow := slowFailAddr(t, 60*time.Millisecond)
+	list := strings.Join(append(masters.Addrs()[:2], slow), ",")
+	r := runCLI(t, list, "exec", lockName(t), "--", "true")
+	wantCode(t, r, 0)
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "1 of 3 masters failed") || !strings.Contains(lines[0], slow+"/0 ") {
+		t.Errorf("want one line on stderr naming master %s as failed, got %v", slow, r)
+	}
+}
+
 // exec --wait with every master down gives up within 50 ms of the bound,
 // beyond what a run that gives up at once takes (starting the process).
 func TestExecWaitBound(t *testing.T) {
