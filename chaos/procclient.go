@@ -24,7 +24,9 @@ import (
 // as separate OS processes, the writer sending its writes to the fenced
 // resource that the harness serves over HTTP on loopback. The harness does
 // not see the lock calls inside exec; a holding is what the writer reports:
-// from its "begin" to its "end" (or to the moment the harness killed it).
+// from its "begin" to its "end" (or, for a writer killed with its exec,
+// to when every connection it sent requests on has closed: its last write
+// may still be on its way when it dies).
 // That window lies inside exec's real holding (exec acquires before it
 // starts the writer and releases after the writer exits), so an overlap of
 // two windows is an overlap of two holdings. Until is the window's end:
@@ -47,6 +49,7 @@ type procHolder struct {
 	pid, pgid  int // the writer's
 	execPgid   int // redlock exec's process group (its pid)
 	writes     int
+	open       int // connections to the resource that carried its requests, not yet closed
 	ended      bool
 	launchedAt time.Duration
 }
@@ -62,8 +65,12 @@ type procs struct {
 
 	mu       sync.Mutex // guards the fields below
 	holders  map[int]*procHolder
-	launches map[int]launch // client -> its exec running now
+	launches map[int]launch   // client -> its exec running now
+	connOf   map[net.Conn]int // open connection -> the holding whose requests it carried
 }
+
+// connKey carries a request's connection in its context.
+type connKey struct{}
 
 // launch is one run of redlock exec by a process client.
 type launch struct {
@@ -81,12 +88,14 @@ func newProcs(e *env, bin string) (*procs, error) {
 		return nil, fmt.Errorf("process clients: resource: %w", err)
 	}
 	p := &procs{e: e, bin: bin, ln: ln, served: make(chan struct{}),
-		holders: make(map[int]*procHolder), launches: make(map[int]launch)}
+		holders: make(map[int]*procHolder), launches: make(map[int]launch), connOf: make(map[net.Conn]int)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /begin", p.begin)
 	mux.HandleFunc("POST /write", p.write)
 	mux.HandleFunc("POST /end", p.end)
-	p.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	p.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
+		ConnState:   p.connState}
 	go func() {
 		defer close(p.served)
 		_ = p.srv.Serve(ln) // ErrServerClosed after close
@@ -134,7 +143,9 @@ func (p *procs) begin(w http.ResponseWriter, r *http.Request) {
 	}
 	id := p.e.rec.acquire(Acquire{Client: client, Key: key, Read: r.FormValue("read") == "1", OK: true, Start: l.at, Acquired: now,
 		Until: math.MaxInt64, Released: -1, Lost: -1, Token: token})
-	p.holders[id] = &procHolder{id: id, client: client, key: key, token: token, pid: pid, pgid: pgid, execPgid: l.pgid, launchedAt: l.at}
+	h := &procHolder{id: id, client: client, key: key, token: token, pid: pid, pgid: pgid, execPgid: l.pgid, launchedAt: l.at}
+	p.holders[id] = h
+	p.carried(r, h)
 	fmt.Fprintln(w, id)
 }
 
@@ -145,6 +156,7 @@ func (p *procs) write(w http.ResponseWriter, r *http.Request) {
 	h := p.holders[id]
 	if h != nil {
 		h.writes++
+		p.carried(r, h)
 	}
 	p.mu.Unlock()
 	if err != nil || h == nil {
@@ -181,6 +193,50 @@ func (p *procs) finish(id int) {
 	now := p.e.rec.now()
 	p.e.rec.released(id, now)
 	p.e.rec.renewed(id, now)
+}
+
+// carried notes that r's connection carried a request of h. p.mu is held.
+func (p *procs) carried(r *http.Request, h *procHolder) {
+	c, _ := r.Context().Value(connKey{}).(net.Conn)
+	if _, seen := p.connOf[c]; c != nil && !seen {
+		p.connOf[c] = h.id
+		h.open++
+	}
+}
+
+// connState forgets a connection once the server is done with it: every
+// request it carried has been handled.
+func (p *procs) connState(c net.Conn, s http.ConnState) {
+	if s != http.StateClosed && s != http.StateHijacked {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if id, ok := p.connOf[c]; ok {
+		delete(p.connOf, c)
+		p.holders[id].open--
+	}
+}
+
+// exited ends holding id once its exec has exited (the writer's "end"
+// has ended it already, unless the harness killed both). A killed
+// writer's last request may still be on its way, or its handler not yet
+// run on a loaded machine: the holding ends once the server has closed
+// every connection that carried its requests, which the kernel closes
+// when the writer dies. (Its HTTP client keeps one connection alive, so
+// a request on a connection not yet seen is not expected.) It waits at
+// most 10 s for them, then ends the holding anyway.
+func (p *procs) exited(id int) {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		p.mu.Lock()
+		h := p.holders[id]
+		open := h != nil && !h.ended && h.open > 0
+		p.mu.Unlock()
+		if !open {
+			break
+		}
+	}
+	p.finish(id)
 }
 
 // active returns a holding in progress that has made exactly one write of
@@ -282,7 +338,7 @@ func (p *procs) run(client int, key, masters string) {
 		if err != nil {
 			p.e.rec.unlockFailed(began.id, fmt.Errorf("redlock exec: %v: %s", err, lastLine(out.String())))
 		}
-		p.finish(began.id) // killed before its end: ends at the latest now
+		p.exited(began.id)
 		return
 	}
 	msg := "redlock exec: " + lastLine(out.String())
@@ -330,10 +386,11 @@ func procPause(ctx context.Context, e *env) error {
 	return nil
 }
 
-// procKill kills a client process mid-critical-section: SIGSTOP first, so
-// that its requests in flight land before its holding is recorded as ended,
-// then SIGKILL to exec and its writer. Its lock stays on the masters until
-// its TTL runs out; then another client must get it.
+// procKill kills a client process mid-critical-section: SIGSTOP (as it
+// finds one), then SIGKILL to exec and its writer. The holding ends when
+// run sees exec exit and the writer's connections close (exited), so a
+// write on its way when the writer died lands inside it. The lock stays on
+// the masters until its TTL runs out; then another client must get it.
 func procKill(ctx context.Context, e *env) error {
 	if !sleep(ctx, e.warm()) {
 		return nil
@@ -343,8 +400,6 @@ func procKill(ctx context.Context, e *env) error {
 		if h == nil || err != nil {
 			return err
 		}
-		sleep(ctx, 50*time.Millisecond)
-		e.procs.finish(h.id)
 		f := e.rec.faultBegin(kindHolderKill, nil, fmt.Sprintf("holder #%d: redlock exec (pid %d) and its writer (pid %d) SIGKILLed", h.id, h.execPgid, h.pid))
 		e.rec.faultEnd(f)
 		if err := h.signal(syscall.SIGKILL); err != nil {
