@@ -93,6 +93,15 @@ type recorder struct {
 
 func newRecorder() *recorder { return &recorder{base: time.Now()} }
 
+// rebase starts the recorder's clock again, at 0 now: before anything
+// was recorded, and before any goroutine that reads the clock (now reads
+// base unlocked) was started.
+func (r *recorder) rebase() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.base = time.Now()
+}
+
 // now is the offset of this moment from the base.
 func (r *recorder) now() time.Duration { return time.Since(r.base) }
 
@@ -188,6 +197,18 @@ func (r *recorder) acquisitions() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.acquired
+}
+
+// acquiredAfter reports whether an acquire call got its lock after at.
+func (r *recorder) acquiredAfter(at time.Duration) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, a := range r.h.Acquires {
+		if a.OK && a.Acquired > at {
+			return true
+		}
+	}
+	return false
 }
 
 // counts returns the acquisitions so far and the faults injected, for

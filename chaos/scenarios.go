@@ -491,6 +491,17 @@ func restartScript(delayed bool) func(context.Context, *env) error {
 
 		e.workOn(h, key)
 		if !delayed {
+			if e.restartGate > 0 {
+				// The workload ends with the script, and a gated client
+				// can only win once the holder's lock has expired on the
+				// masters (workOn stops short of its Until) and the
+				// restarted master's gate has passed: keep the workload
+				// on until one did (availableAfter), for at most 3 TTLs
+				// past both. Ending at workOn left the clients a window
+				// of about 100 ms, which a loaded CI machine missed.
+				restarted := e.rec.history().Faults[fr].End
+				e.awaitAcquiredAfter(ctx, restarted, max(e.rec.at(h.lock.Until()), restarted+e.restartGate)+3*e.ttl)
+			}
 			return nil
 		}
 		killed := e.rec.history().Faults[fr].At
@@ -708,6 +719,16 @@ func failoverScript(ctx context.Context, e *env) error {
 	}
 	e.workOn(h, key)
 	return nil
+}
+
+// awaitAcquiredAfter waits until some client acquired a lock after at, or
+// until the scenario's clock reads bound, or ctx ends.
+func (e *env) awaitAcquiredAfter(ctx context.Context, at, bound time.Duration) {
+	for !e.rec.acquiredAfter(at) && e.rec.now() < bound {
+		if !sleep(ctx, 10*time.Millisecond) {
+			return
+		}
+	}
 }
 
 // workOn is a scripted holder's work: it writes until another holder wrote
