@@ -282,6 +282,9 @@ func leakedOn(ctx context.Context, addr string, companions bool) ([]leakedKey, e
 		if err != nil {
 			break
 		}
+		if strings.Contains(k, warmInfix) {
+			continue // the warm-up's, before the scenario's clock (warmUp)
+		}
 		companion := companionOf(k)
 		if companion != "" && !companions {
 			continue // fence counters and queues of waiting Redlocks are not locks

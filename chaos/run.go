@@ -292,15 +292,6 @@ func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenari
 	}
 	var workers []*client
 	var procClients int
-	if sc.procs {
-		p, err := newProcs(e, cfg.Redlock)
-		if err != nil {
-			errs = append(errs, err)
-		} else {
-			e.procs = p
-			procClients = min(cfg.Clients, maxProcClients)
-		}
-	}
 	for range cfg.Clients {
 		if sc.procs {
 			break
@@ -320,6 +311,23 @@ func runScenario(ctx context.Context, cl cluster.Cluster, cfg Config, sc scenari
 			break
 		}
 		extending = append(extending, c)
+	}
+	if len(errs) == 0 {
+		if err := e.warmUp(ctx, append(slices.Clone(workers), extending...)); err != nil {
+			errs = append(errs, err)
+		}
+		// Before any goroutine that records: the resource's HTTP handlers
+		// (newProcs) and the workload read the recorder's clock unlocked.
+		rec.rebase()
+	}
+	if sc.procs && len(errs) == 0 {
+		p, err := newProcs(e, cfg.Redlock)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			e.procs = p
+			procClients = min(cfg.Clients, maxProcClients)
+		}
 	}
 	start := time.Now()
 	e.end = start.Add(d)
