@@ -32,6 +32,8 @@ const (
 // fault over 100 ms without an acquisition) missed it in 4 of 6 runs, with
 // clients whose calls got no reply from any master for up to a second
 // (logGap). Alone, neither backend missed a verdict (2 and 3 runs).
+// make test runs the process backend's beside other packages' tests (they
+// mostly wait) and the Docker backend's alone, after them (Makefile).
 
 func TestScenariosProcess(t *testing.T) {
 	runScenarios(t, BackendProcess)

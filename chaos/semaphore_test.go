@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -138,6 +139,16 @@ func reaching(t *testing.T, addrs []string, reach []int) *redlock.Redlock {
 // at once behind the restart gate; the commands' own records of when they
 // ran are the history, and neither checker finds more than 2 running at
 // once.
+//
+// A command whose run overlapped the fault may end with exec's exit 79
+// (the hold was lost): a permit whose votes were on exactly a quorum, one
+// of them on a master the fault then restarted empty or killed, is held on
+// fewer than a quorum after it (seen under load: a vote landed on master 1
+// just before its restart, while master 2 still held the slot for a
+// holder whose release had not reached it). That is the truth, told; any
+// other failure, or a 79 from a command that ran wholly before or after
+// the fault, fails the test. A lost hold's command stays in the history
+// from its start to its end, which can only make the checkers stricter.
 func TestExecPermitsProcesses(t *testing.T) {
 	bin := redlockBinary(t)
 	for _, sc := range []struct {
@@ -206,26 +217,41 @@ func permitProcesses(t *testing.T, bin string, extra []string, fault func(*testi
 	name, log := "chaos-permits", filepath.Join(t.TempDir(), "log")
 	const procs, permits, rounds = 6, 2, 4
 	script := `echo "start $REDLOCK_ID $(date +%s%N)" >> "$1"; sleep 0.1; echo "end $REDLOCK_ID $(date +%s%N)" >> "$1"`
+	type failure struct {
+		id         int
+		start, end time.Time
+		err        error
+		out        []byte
+	}
 	var wg sync.WaitGroup
-	errs := make(chan error, procs*rounds)
+	fails := make(chan failure, procs*rounds)
 	for p := range procs {
 		wg.Go(func() {
 			for r := range rounds {
 				args := append([]string{"exec", "--permits", strconv.Itoa(permits), "--ttl", "2s", "--wait", "20s"}, extra...)
 				cmd := exec.Command(bin, append(args, name, "--", "sh", "-c", script, "sh", log)...)
 				cmd.Env = append(os.Environ(), "REDLOCK_MASTERS="+strings.Join(addrs, ","), "REDLOCK_ID="+strconv.Itoa(p*rounds+r))
+				start := time.Now()
 				if out, err := cmd.CombinedOutput(); err != nil {
-					errs <- fmt.Errorf("exec %d: %v: %s", p*rounds+r, err, out)
+					fails <- failure{p*rounds + r, start, time.Now(), err, out}
 				}
 			}
 		})
 	}
 	time.Sleep(300 * time.Millisecond)
+	faultStart := time.Now()
 	fault(t, c, ps)
+	faultEnd := time.Now()
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
+	close(fails)
+	for f := range fails {
+		var ee *exec.ExitError
+		if errors.As(f.err, &ee) && ee.ExitCode() == 79 && bytes.Contains(f.out, []byte("ran without holding lock")) &&
+			!f.start.After(faultEnd) && !f.end.Before(faultStart) {
+			t.Logf("exec %d lost its hold to the fault (exit 79): %s", f.id, bytes.TrimSpace(f.out))
+			continue
+		}
+		t.Errorf("exec %d: %v: %s", f.id, f.err, f.out)
 	}
 	b, err := os.ReadFile(log)
 	if err != nil {
