@@ -105,7 +105,7 @@ func TestClusterHandOff(t *testing.T) {
 	} {
 		for i := range 3 { // keys in three slots: on any shard
 			key := fmt.Sprintf("handed:%s:%d", dir.name, i)
-			w, took := handOff(t, dir.holder, dir.waiter, key)
+			w, took := handOff(t, dir.holder, dir.waiter, key, nil)
 			t.Logf("%s, key %q: the waiting call had the key %v after the Unlock", dir.name, key, took.Round(time.Millisecond))
 			if took > time.Second {
 				t.Errorf("%s, key %q: the waiting call had the key %v after the Unlock; want a hand-off, far below its 5 s backoff", dir.name, key, took)

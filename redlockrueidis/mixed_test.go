@@ -84,6 +84,17 @@ func (ms masters) values(t *testing.T, key string) []string {
 	return vs
 }
 
+// valuesAll reads key on every master until each holds want, for at most
+// 2 s, and returns what it read last.
+func (ms masters) valuesAll(t *testing.T, key, want string) []string {
+	t.Helper()
+	vs := ms.values(t, key)
+	for end := time.Now().Add(2 * time.Second); slices.ContainsFunc(vs, func(v string) bool { return v != want }) && time.Now().Before(end); vs = ms.values(t, key) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return vs
+}
+
 func newRedlock(t *testing.T, nodes []redlock.Node, opts ...redlock.Option) *redlock.Redlock {
 	t.Helper()
 	r, err := redlock.New(nodes, append([]redlock.Option{redlock.WithNodeTimeout(500 * time.Millisecond)}, opts...)...)
@@ -118,8 +129,9 @@ func allOf(t *testing.T, addrs []string, node func(testing.TB, string) redlock.N
 
 // handOff: holder takes key, waiter waits for it with a backoff of 5 s,
 // holder unlocks; it returns the waiter's lock and how long after the
-// Unlock the waiter had it.
-func handOff(t *testing.T, holder, waiter *redlock.Redlock, key string) (*redlock.Lock, time.Duration) {
+// Unlock the waiter had it. held, when not nil, is called with the
+// holder's lock before the waiter starts.
+func handOff(t *testing.T, holder, waiter *redlock.Redlock, key string, held func(*redlock.Lock)) (*redlock.Lock, time.Duration) {
 	t.Helper()
 	ctx := context.Background()
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -127,6 +139,9 @@ func handOff(t *testing.T, holder, waiter *redlock.Redlock, key string) (*redloc
 	l, err := holder.Lock(hctx, key)
 	if err != nil {
 		t.Fatalf("the holder's Lock: %v", err)
+	}
+	if held != nil {
+		held(l)
 	}
 	got := make(chan *redlock.Lock, 1)
 	go func() {
@@ -197,7 +212,16 @@ func TestMixedMasters(t *testing.T) {
 		t.Error("no fence token")
 	}
 
-	w, took := handOff(t, r, other, "mixed:hand-off")
+	// Lock returns once a quorum voted: the last master's vote may still
+	// be on its way, and the waiter's first attempt can take that master
+	// before it (and then roll back), leaving the key there to nobody and
+	// nothing to hand (1 run in 30 here). So the waiter starts once the
+	// holder has the key on every master.
+	w, took := handOff(t, r, other, "mixed:hand-off", func(l *redlock.Lock) {
+		if vs := ms.valuesAll(t, l.Key(), l.Value()); slices.ContainsFunc(vs, func(v string) bool { return v != l.Value() }) {
+			t.Fatalf("the holder's key on each master 2 s after its Lock: %q; want %q on every one", vs, l.Value())
+		}
+	})
 	t.Logf("handed to the waiting call %v after the Unlock", took.Round(time.Millisecond))
 	if took > time.Second {
 		t.Errorf("the waiting call had the key %v after the Unlock; want a hand-off, far below its 5 s backoff", took)
@@ -208,10 +232,7 @@ func TestMixedMasters(t *testing.T) {
 	// Unlock returns once a quorum released: the last master's release and
 	// hand-off may still be on their way (under load, the old holder's
 	// value or none was read there), so wait for them, up to 2 s.
-	vs := ms.values(t, "mixed:hand-off")
-	for end := time.Now().Add(2 * time.Second); slices.ContainsFunc(vs, func(v string) bool { return v != w.Value() }) && time.Now().Before(end); vs = ms.values(t, "mixed:hand-off") {
-		time.Sleep(5 * time.Millisecond)
-	}
+	vs := ms.valuesAll(t, "mixed:hand-off", w.Value())
 	if slices.ContainsFunc(vs, func(v string) bool { return v != w.Value() }) {
 		t.Errorf("the key on each master 2 s after the hand-off: %q; want the waiter's handed value %q on every master", vs, w.Value())
 	}
@@ -290,7 +311,7 @@ func TestMixedClientsHandOff(t *testing.T) {
 		{"rueidis to go-redis", rueidisRL, goredisRL},
 	} {
 		key := "handed:" + dir.name
-		w, took := handOff(t, dir.holder, dir.waiter, key)
+		w, took := handOff(t, dir.holder, dir.waiter, key, nil)
 		t.Logf("%s: the waiting call had the key %v after the Unlock", dir.name, took.Round(time.Millisecond))
 		if took > time.Second {
 			t.Errorf("%s: the waiting call had the key %v after the Unlock; want a hand-off, far below its 5 s backoff", dir.name, took)

@@ -45,7 +45,7 @@ func TestSentinel(t *testing.T) {
 	}
 	holder := newRedlock(t, []redlock.Node{n}, redlock.WithReplicaConfirm(1))
 	waiter := newRedlock(t, []redlock.Node{newNode(t, opt)}, redlock.WithReplicaConfirm(1))
-	w, took := handOff(t, holder, waiter, "sentinel")
+	w, took := handOff(t, holder, waiter, "sentinel", nil)
 	t.Logf("handed to the waiting call %v after the Unlock", took.Round(time.Millisecond))
 	if took > time.Second {
 		t.Errorf("the waiting call had the key %v after the Unlock; want a hand-off, far below its 5 s backoff", took)
