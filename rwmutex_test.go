@@ -686,3 +686,61 @@ func TestRWMutexReadersWokenOnClusterMasters(t *testing.T) {
 		}
 	}
 }
+
+// TestRWMutexClaimOutlivesPartialAdmission: a waiting writer's attempt
+// that one master admits and the quorum refuses keeps its claim on the
+// master that admitted it, through the attempt's rollback: new readers
+// stay out there too. Master 2 is cut off, so the writer needs masters 0
+// and 1; a reader of master 1 alone (a Redlock over it) refuses it there.
+// In rw-minority-pause (2 of 5 masters paused), a writer whose admitted
+// votes dropped its claim on those masters let readers in behind each
+// failed attempt, and the readers its claims refused elsewhere kept it
+// out in turn: nobody held the key for 1.3 s of the pause.
+func TestRWMutexClaimOutlivesPartialAdmission(t *testing.T) {
+	cs := clients(t, masters().Addrs()[:3])
+	ns := nodesOf(t, cs)
+	var cut atomic.Bool
+	cut.Store(true)
+	r := newRedlock(t, []redlock.Node{ns[0], ns[1], cutNode{ns[2], &cut}})
+	only0 := newRedlock(t, nodesOf(t, clients(t, masters().Addrs()[:1])))
+	only1 := newRedlock(t, nodesOf(t, clients(t, masters().Addrs()[1:2])))
+	ctx := context.Background()
+	name := testKey(t)
+	rd := mustRLock(t, only1.RWMutex(name), redlock.WithTTL(10*time.Second))
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		w, err := r.RWMutex(name).Lock(wctx, redlock.WithBackoff(20*time.Millisecond, 40*time.Millisecond))
+		if err == nil {
+			err = w.Unlock(ctx)
+		}
+		done <- err
+	}()
+	for deadline := time.Now().Add(2 * time.Second); len(rwEntries(t, cs, name, "c")[1]) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no claim on master 1 2 s after the writer queued")
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // a few more attempts, each admitted on master 0
+	if c := rwEntries(t, cs, name, "c"); len(c[0]) == 0 {
+		t.Fatalf("claims per master %v: master 0 admitted the waiting writer's attempts and kept no claim", c)
+	}
+	l, err := only0.RWMutex(name).TryRLock(ctx)
+	refusedRW(t, "new reader on master 0 while the writer waits", l, err)
+	unlock(t, rd)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("writer once the reader left: %v", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("writer not in 3 s after the reader left")
+	}
+	settle(r)
+	for i, c := range rwEntries(t, cs, name, "c") {
+		if len(c) != 0 {
+			t.Fatalf("master %d keeps claims %v after the writer unlocked", i, c)
+		}
+	}
+}

@@ -269,9 +269,9 @@ func TestSimRWMutantSharedReaderTTL(t *testing.T) {
 	if v := simRWScene(t, 3, 2, scene); len(v) != 0 {
 		t.Fatalf("the real scripts: %v", v)
 	}
-	rwMutant(t, "C('HSET', k, f, string.format('%.0f', at))\nif hd",
-		"redis.call('HSET', k, f, string.format('%.0f', at))\n"+
-			"for _, g in ipairs(redis.call('HKEYS', k)) do if g:sub(1, 1) == 'r' then redis.call('HSET', k, g, string.format('%.0f', at)) end end\nif hd")
+	rwMutant(t, "C('HSET', k, f, ms)\n",
+		"C('HSET', k, f, ms)\n"+
+			"for _, g in ipairs(C('HKEYS', k)) do if g:sub(1, 1) == 'r' then C('HSET', k, g, ms) end end\n")
 	if v := simRWScene(t, 3, 2, scene); len(v) == 0 {
 		t.Fatal("the checker did not see a writer beside a reader whose hold a shared TTL cut short (the mutant's)")
 	}
