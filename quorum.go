@@ -542,8 +542,9 @@ func (r *Redlock) acquireOnce(ctx context.Context, name, key string, cfg *config
 	if l.h != nil && cfg.kind != kindMutex {
 		// A waiting call's attempt carries its hand-off value: a kind may
 		// keep state for the call on the masters under it (an RWMutex
-		// writer's claim, which its withdrawal takes away).
-		q.Hand = h.value
+		// writer's claim, which its withdrawal takes away), and its place
+		// in the queues (which orders the claims).
+		q.Hand, q.Queued = h.value, h.at()
 	}
 	p := r.startPhase(ctx, l.last, true, q)
 	ctxErr := p.collect(ctx)

@@ -162,7 +162,7 @@ func rwArgs(a []any, q *request, key, value, ms any) []any {
 		if q.Op == reqAcquireFenced {
 			src = pick(rwAcquireFencedSrc, gatedRWAcquireFencedSrc)
 		}
-		a = append(a, "eval", src, int64(1), key, "acquire", role, value, ms, hand, bit(q.Op == reqAcquireFenced))
+		a = append(a, "eval", src, int64(1), key, "acquire", role, value, ms, hand, bit(q.Op == reqAcquireFenced), q.Queued)
 	case reqRaiseFence:
 		a = append(a, "eval", pick(rwFenceSrc, gatedRWFenceSrc), int64(1), key, "fence", role, value, int64(q.Token))
 	case reqExtend:

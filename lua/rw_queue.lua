@@ -10,13 +10,14 @@
 -- queued at, yield ('1': queue without waking anyone).
 --
 -- A writer's withdrawal (rg 0: it gave up, or it unlocks) also drops its
--- claim 'c'..hd (rw_state.lua): the one way a claim goes before it
+-- claim (rw_state.lua: claim, at the place its registrations are queued
+-- at): the one way a claim goes before it
 -- expires. Readers it held back are woken when nothing else does.
 local k, role, ch, pl, hd, rg = KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
 local q = role == 'r' and RQ or WQ
 local me, woke = ch .. '|' .. hd .. '|', 0
 local newer = withdraw(q, me, ARGV[6], rg)
-if rg == 0 and role == 'w' and redis.call('HDEL', k, 'c' .. hd) == 1 then
+if rg == 0 and role == 'w' and redis.call('HDEL', k, claim(ARGV[6], hd)) == 1 then
   local r, w, c, last = scan(k)
   expire(k, last)
   if not w and c == 0 then

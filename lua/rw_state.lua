@@ -8,8 +8,12 @@
 -- master's clock (ms, from TIME: never a client's):
 --   'r' .. value   a reader's hold (one per reader, each its own expiry);
 --   'w' .. value   the writer's hold (at most one live);
---   'c' .. hand    a waiting writer's claim (its call's hand-off value):
---                  while one is live, no new reader is admitted.
+--   'c' .. place .. '|' .. hand
+--                  a waiting writer's claim (claim: its call's place in
+--                  the queues, then its hand-off value): while one is
+--                  live, no new reader is admitted, and no writer but the
+--                  one of the first claim (the least name: places have 16
+--                  digits, as claim writes them).
 -- An entry is live through the millisecond it names (as Redis keeps a key
 -- through the millisecond its expiry names); the key expires with its
 -- latest entry. Derived keys (same hash slot: the base has a hash tag):
@@ -24,9 +28,10 @@ local WQ, RQ, FK = KEYS[1] .. ':waiters', KEYS[1] .. ':readers', KEYS[1] .. ':fe
 -- scan drops the entries that expired and returns the live readers'
 -- count, the live writer's field (nil: none), the live claims' count and
 -- the latest expiry of the live entries but skip (0: none), then skip's
--- own expiry while it is live (0: none), which spares its step an HGET.
+-- own expiry while it is live (0: none), which spares its step an HGET,
+-- then the first live claim's field (nil: none).
 local function scan(k, skip)
-local f, r, w, c, l, s = C('HGETALL', k), 0, nil, 0, 0, 0
+local f, r, w, c, l, s, fc = C('HGETALL', k), 0, nil, 0, 0, 0, nil
 for i = 1, #f, 2 do
 local at, x = tonumber(f[i + 1]), f[i]:sub(1, 1)
 if not at or at < now then
@@ -34,11 +39,21 @@ C('HDEL', k, f[i])
 elseif f[i] == skip then
 s = at
 else
-if x == 'r' then r = r + 1 elseif x == 'w' then w = f[i] else c = c + 1 end
+if x == 'r' then r = r + 1 elseif x == 'w' then w = f[i] else
+c = c + 1
+if not fc or f[i] < fc then fc = f[i] end
+end
 if at > l then l = at end
 end
 end
-return r, w, c, l, s
+return r, w, c, l, s, fc
+end
+
+-- claim is the field of the claim of the waiting call at place pl (a
+-- decimal string, in µs) with hand-off value hd: the place in 16 digits
+-- first, so that the least name is the earliest call on every master.
+local function claim(pl, hd)
+return 'c' .. string.format('%016.0f', tonumber(pl) or 0) .. '|' .. hd
 end
 
 -- expire makes the key live as long as its latest entry, or deletes it.
