@@ -687,41 +687,68 @@ func TestRWMutexReadersWokenOnClusterMasters(t *testing.T) {
 	}
 }
 
-// TestRWMutexClaimOutlivesPartialAdmission: a waiting writer's attempt
-// that one master admits and the quorum refuses keeps its claim on the
-// master that admitted it, through the attempt's rollback: new readers
-// stay out there too. Master 2 is cut off, so the writer needs masters 0
-// and 1; a reader of master 1 alone (a Redlock over it) refuses it there.
-// In rw-minority-pause (2 of 5 masters paused), a writer whose admitted
-// votes dropped its claim on those masters let readers in behind each
-// failed attempt, and the readers its claims refused elsewhere kept it
-// out in turn: nobody held the key for 1.3 s of the pause.
-func TestRWMutexClaimOutlivesPartialAdmission(t *testing.T) {
-	cs := clients(t, masters().Addrs()[:3])
+// writerBehindReaderOf1 sets up 3 masters with master 2 cut off, so that
+// a lock needs masters 0 and 1; a reader of master 1 alone (a Redlock over
+// it) holds name there for 10 s, and a writer of all three waits, until
+// its claim is on master on. It returns the masters' clients, a Redlock
+// over master 0 alone, the writer's Redlock, the reader's lock, and the
+// writer's outcome: its Lock's error, else its Unlock's.
+func writerBehindReaderOf1(t *testing.T, name string, on int) (cs []*redis.Client, only0, r *redlock.Redlock, rd *redlock.Lock, done <-chan error) {
+	t.Helper()
+	cs = clients(t, masters().Addrs()[:3])
 	ns := nodesOf(t, cs)
 	var cut atomic.Bool
 	cut.Store(true)
-	r := newRedlock(t, []redlock.Node{ns[0], ns[1], cutNode{ns[2], &cut}})
-	only0 := newRedlock(t, nodesOf(t, clients(t, masters().Addrs()[:1])))
+	r = newRedlock(t, []redlock.Node{ns[0], ns[1], cutNode{ns[2], &cut}})
+	only0 = newRedlock(t, nodesOf(t, clients(t, masters().Addrs()[:1])))
 	only1 := newRedlock(t, nodesOf(t, clients(t, masters().Addrs()[1:2])))
 	ctx := context.Background()
-	name := testKey(t)
-	rd := mustRLock(t, only1.RWMutex(name), redlock.WithTTL(10*time.Second))
+	rd = mustRLock(t, only1.RWMutex(name), redlock.WithTTL(10*time.Second))
 	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan error, 1)
+	t.Cleanup(cancel)
+	out := make(chan error, 1)
 	go func() {
 		w, err := r.RWMutex(name).Lock(wctx, redlock.WithBackoff(20*time.Millisecond, 40*time.Millisecond))
 		if err == nil {
 			err = w.Unlock(ctx)
 		}
-		done <- err
+		out <- err
 	}()
-	for deadline := time.Now().Add(2 * time.Second); len(rwEntries(t, cs, name, "c")[1]) == 0; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(2 * time.Second); len(rwEntries(t, cs, name, "c")[on]) == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("no claim on master 1 2 s after the writer queued")
+			t.Fatalf("no claim on master %d 2 s after the writer queued", on)
 		}
 	}
+	return cs, only0, r, rd, out
+}
+
+// writerIn waits for done, the outcome of writerBehindReaderOf1's writer,
+// once the reader left.
+func writerIn(t *testing.T, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the waiting writer once the reader left: %v", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the waiting writer not in 3 s after the reader left")
+	}
+}
+
+// TestRWMutexClaimOutlivesPartialAdmission: a waiting writer's attempt
+// that one master admits and the quorum refuses keeps its claim on the
+// master that admitted it, through the attempt's rollback: new readers
+// stay out there too. Here master 1 refuses the writer (a reader holds
+// it) and master 0 admits it. In rw-minority-pause (2 of 5 masters
+// paused), a writer whose admitted votes dropped its claim on those
+// masters let readers in behind each failed attempt, and the readers its
+// claims refused elsewhere kept it out in turn: nobody held the key for
+// 1.3 s of the pause.
+func TestRWMutexClaimOutlivesPartialAdmission(t *testing.T) {
+	ctx := context.Background()
+	name := testKey(t)
+	cs, only0, r, rd, done := writerBehindReaderOf1(t, name, 1)
 	time.Sleep(100 * time.Millisecond) // a few more attempts, each admitted on master 0
 	if c := rwEntries(t, cs, name, "c"); len(c[0]) == 0 {
 		t.Fatalf("claims per master %v: master 0 admitted the waiting writer's attempts and kept no claim", c)
@@ -729,14 +756,7 @@ func TestRWMutexClaimOutlivesPartialAdmission(t *testing.T) {
 	l, err := only0.RWMutex(name).TryRLock(ctx)
 	refusedRW(t, "new reader on master 0 while the writer waits", l, err)
 	unlock(t, rd)
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("writer once the reader left: %v", err)
-		}
-	case <-time.After(3 * time.Second):
-		t.Fatal("writer not in 3 s after the reader left")
-	}
+	writerIn(t, done)
 	settle(r)
 	for i, c := range rwEntries(t, cs, name, "c") {
 		if len(c) != 0 {
@@ -748,34 +768,11 @@ func TestRWMutexClaimOutlivesPartialAdmission(t *testing.T) {
 // TestRWMutexWritersInClaimOrder: a writer is refused where an earlier
 // waiting writer's claim lives, whether it waits or tries once, so that
 // writers queued on the masters come in in order rather than split the
-// masters between them. Master 2 is cut off; a reader of master 1 alone
-// keeps the first writer waiting, with its claim on masters 0 and 1.
+// masters between them.
 func TestRWMutexWritersInClaimOrder(t *testing.T) {
-	cs := clients(t, masters().Addrs()[:3])
-	ns := nodesOf(t, cs)
-	var cut atomic.Bool
-	cut.Store(true)
-	r := newRedlock(t, []redlock.Node{ns[0], ns[1], cutNode{ns[2], &cut}})
-	only0 := newRedlock(t, nodesOf(t, clients(t, masters().Addrs()[:1])))
-	only1 := newRedlock(t, nodesOf(t, clients(t, masters().Addrs()[1:2])))
 	ctx := context.Background()
 	name := testKey(t)
-	rd := mustRLock(t, only1.RWMutex(name), redlock.WithTTL(10*time.Second))
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	first := make(chan error, 1)
-	go func() {
-		w, err := r.RWMutex(name).Lock(wctx, redlock.WithBackoff(20*time.Millisecond, 40*time.Millisecond))
-		if err == nil {
-			err = w.Unlock(ctx)
-		}
-		first <- err
-	}()
-	for deadline := time.Now().Add(2 * time.Second); len(rwEntries(t, cs, name, "c")[0]) == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no claim on master 0 2 s after the first writer queued")
-		}
-	}
+	_, only0, r, rd, done := writerBehindReaderOf1(t, name, 0)
 	l, err := only0.RWMutex(name).TryLock(ctx)
 	refusedRW(t, "a writer's TryLock on master 0 behind a waiting writer's claim", l, err)
 	// A second waiting writer, on master 0 alone: queued behind the first.
@@ -784,14 +781,7 @@ func TestRWMutexWritersInClaimOrder(t *testing.T) {
 	scancel()
 	refusedRW(t, "a later writer's Lock on master 0 behind a waiting writer's claim", l, err)
 	unlock(t, rd)
-	select {
-	case err := <-first:
-		if err != nil {
-			t.Fatalf("the first writer once the reader left: %v", err)
-		}
-	case <-time.After(3 * time.Second):
-		t.Fatal("the first writer not in 3 s after the reader left")
-	}
+	writerIn(t, done)
 	settle(r)
 	settle(only0)
 	w, err := only0.RWMutex(name).TryLock(ctx)
