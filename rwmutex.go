@@ -102,7 +102,7 @@ func (m *RWMutex) config(k lockKind, opts []Option) (config, string, error) {
 // the queue work of its waiting calls, each behind the state's routines
 // (rw_state.lua) and only the shared routines it calls: the fence
 // counter's for a fenced writer's votes, the hand-off's where a step can
-// wake a call.
+// wake a call, a claim's name where a step places or drops one.
 var (
 	//go:embed lua/rw_state.lua
 	rwStateLua string
@@ -118,20 +118,22 @@ var (
 	rwQueueLua string
 	//go:embed lua/rw_wake.lua
 	rwWakeLua string
+	//go:embed lua/rw_claim.lua
+	rwClaimLua string
 
-	rwAcquireSrc       any = script(rwStateLua, rwAcquireLua)
-	rwAcquireFencedSrc any = script(fenceLua, rwStateLua, rwAcquireLua)
+	rwAcquireSrc       any = script(rwStateLua, rwClaimLua, rwAcquireLua)
+	rwAcquireFencedSrc any = script(fenceLua, rwStateLua, rwClaimLua, rwAcquireLua)
 	rwFenceSrc         any = script(fenceLua, rwStateLua, rwFenceLua)
 	rwExtendSrc        any = script(rwStateLua, rwExtendLua)
 	// A reader's release wakes no readers (rw_release.lua calls wakeall
 	// for a writer's alone): it goes without rw_wake.lua's routine.
 	rwReleaseSrc  any = script(handonLua, rwStateLua, rwWakeLua, rwReleaseLua)
 	rwRReleaseSrc any = script(handonLua, rwStateLua, rwReleaseLua)
-	rwQueueSrc    any = script(handonLua, rwStateLua, rwWakeLua, withdrawLua, rwQueueLua)
+	rwQueueSrc    any = script(handonLua, rwStateLua, rwClaimLua, rwWakeLua, withdrawLua, rwQueueLua)
 
 	// A vote behind the restart gate: the gate's check first (gated.lua).
-	gatedRWAcquireSrc       any = script(gateLua, gatedLua, rwStateLua, rwAcquireLua)
-	gatedRWAcquireFencedSrc any = script(gateLua, gatedLua, fenceLua, rwStateLua, rwAcquireLua)
+	gatedRWAcquireSrc       any = script(gateLua, gatedLua, rwStateLua, rwClaimLua, rwAcquireLua)
+	gatedRWAcquireFencedSrc any = script(gateLua, gatedLua, fenceLua, rwStateLua, rwClaimLua, rwAcquireLua)
 	gatedRWFenceSrc         any = script(gateLua, gatedLua, fenceLua, rwStateLua, rwFenceLua)
 	gatedRWExtendSrc        any = script(gateLua, gatedLua, rwStateLua, rwExtendLua)
 )

@@ -155,7 +155,7 @@ func rwMutant(t *testing.T, old, new string) {
 	}
 	mutated := strings.Replace(rwAcquireLua, old, new, 1)
 	saved := rwAcquireSrc
-	rwAcquireSrc = script(rwStateLua, mutated)
+	rwAcquireSrc = script(rwStateLua, rwClaimLua, mutated)
 	t.Cleanup(func() { rwAcquireSrc = saved })
 }
 

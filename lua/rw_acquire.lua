@@ -1,5 +1,5 @@
--- rw_acquire: an RWMutex hold's vote on one master (rw_state.lua before
--- it; fence.lua too for a fenced writer). ARGV: step name, role ('r'
+-- rw_acquire: an RWMutex hold's vote on one master (rw_state.lua and
+-- rw_claim.lua before it; fence.lua too for a fenced writer). ARGV: step name, role ('r'
 -- reader, 'w' writer), value, ttl ms, hand ('' none), fenced ('1'), the
 -- call's place in the queues (with hand).
 --

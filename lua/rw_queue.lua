@@ -1,8 +1,8 @@
--- rw_queue: handoff.lua for an RWMutex's waiting calls (rw_state.lua and
--- withdraw.lua before it): take the call's registrations off its queue,
--- queue it again when asked, and wake it at once when what it waits for is
--- already gone. The masters never hand an RWMutex's key over: they wake
--- its calls, which try (entries 'channel|hand|0|reg').
+-- rw_queue: handoff.lua for an RWMutex's waiting calls (rw_state.lua,
+-- rw_claim.lua and withdraw.lua before it): take the call's registrations
+-- off its queue, queue it again when asked, and wake it at once when what
+-- it waits for is already gone. The masters never hand an RWMutex's key
+-- over: they wake its calls, which try (entries 'channel|hand|0|reg').
 --
 -- ARGV: role ('r': the readers' queue, 'w': the writers'), the Redlock's
 -- channel ch, the place pl to queue at ('0': not again), the call's
@@ -10,9 +10,9 @@
 -- queued at, yield ('1': queue without waking anyone).
 --
 -- A writer's withdrawal (rg 0: it gave up, or it unlocks) also drops its
--- claim (rw_state.lua: claim, at the place its registrations are queued
--- at): the one way a claim goes before it
--- expires. Readers it held back are woken when nothing else does.
+-- claim (rw_claim.lua, at the place its registrations are queued at): the
+-- one way a claim goes before it expires. Readers it held back are woken
+-- when nothing else does.
 local k, role, ch, pl, hd, rg = KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
 local q = role == 'r' and RQ or WQ
 local me, woke = ch .. '|' .. hd .. '|', 0

@@ -13,7 +13,7 @@
 --                  the queues, then its hand-off value): while one is
 --                  live, no new reader is admitted, and no writer but the
 --                  one of the first claim (the least name: places have 16
---                  digits, as claim writes them).
+--                  digits, as rw_claim.lua writes them).
 -- An entry is live through the millisecond it names (as Redis keeps a key
 -- through the millisecond its expiry names); the key expires with its
 -- latest entry. Derived keys (same hash slot: the base has a hash tag):
@@ -47,13 +47,6 @@ if at > l then l = at end
 end
 end
 return r, w, c, l, s, fc
-end
-
--- claim is the field of the claim of the waiting call at place pl (a
--- decimal string, in µs) with hand-off value hd: the place in 16 digits
--- first, so that the least name is the earliest call on every master.
-local function claim(pl, hd)
-return 'c' .. string.format('%016.0f', tonumber(pl) or 0) .. '|' .. hd
 end
 
 -- expire makes the key live as long as its latest entry, or deletes it.
