@@ -835,7 +835,7 @@ func checkReplyOutcomes(t *testing.T, node string, reply []byte, acq, fenced, fl
 // afterPushes returns reply without the RESP3 push frames ('>' and a
 // count, then that many values) it starts with: out-of-band messages that
 // go-redis reads past to the command's reply (the fuzzer's ">0\n:0\r\n"
-// was read as the integer 0). Lines may end in "\n" alone, as go-redis
+// was read as the integer 0), and a push header with no count. Lines may end in "\n" alone, as go-redis
 // took them there. A frame that does not parse leaves reply as it is, so
 // the checks stay strict.
 func afterPushes(reply []byte) []byte {
@@ -843,7 +843,14 @@ func afterPushes(reply []byte) []byte {
 	for len(rest) > 0 && rest[0] == '>' {
 		after, ok := skipRESP(rest, 0)
 		if !ok {
-			return reply
+			// A header without a count (">\n"): go-redis read past the
+			// line alone (the fuzzer's ">\n:0\r\n" was the integer 0).
+			nl := bytes.IndexByte(rest, '\n')
+			count := bytes.TrimSuffix(rest[1:max(nl, 1)], []byte("\r"))
+			if nl < 0 || len(count) != 0 {
+				return reply
+			}
+			after = rest[nl+1:]
 		}
 		rest = after
 	}
@@ -854,7 +861,7 @@ func afterPushes(reply []byte) []byte {
 // 8) and returns what follows it.
 func skipRESP(b []byte, depth int) ([]byte, bool) {
 	nl := bytes.IndexByte(b, '\n')
-	if depth > 8 || len(b) == 0 || nl < 0 {
+	if depth > 8 || nl < 1 {
 		return nil, false
 	}
 	line, rest := bytes.TrimSuffix(b[1:nl], []byte("\r")), b[nl+1:]
