@@ -619,3 +619,153 @@ func TestSemaphoreOptions(t *testing.T) {
 		}
 	})
 }
+
+// TestSemaphoreHandOff: a permit given back is handed to the call that
+// waited for it in another process, in the release's own script: the
+// waiter holds it without an acquire attempt of its own, on the slot the
+// release freed, and its Unlock gives that slot back.
+func TestSemaphoreHandOff(t *testing.T) {
+	c := redistest.StartT(t, 3, redistest.Options{})
+	cs := clients(t, c.Addrs())
+	name := testKey(t)
+	ctx := context.Background()
+	holder := newRedlock(t, nodesOf(t, cs)).Semaphore(name, 2)
+	var ls []*redlock.Lock
+	for range 2 {
+		l, err := holder.TryAcquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
+	var rec recorder
+	waiter := newRedlock(t, nodesOf(t, clients(t, c.Addrs())), redlock.WithObserver(&rec),
+		redlock.WithBackoff(5*time.Second, 10*time.Second))
+	type result struct {
+		l   *redlock.Lock
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, 8*time.Second)
+		defer cancel()
+		l, err := waiter.Semaphore(name, 2).Acquire(ctx)
+		got <- result{l, err}
+	}()
+	time.Sleep(300 * time.Millisecond) // the waiter's first attempt and its registration
+	freed := semSlotOf(t, cs, name, ls[0])
+	rec.Take()
+	if err := ls[0].Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var r result
+	select {
+	case r = <-got:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the waiting Acquire did not get the permit within 2s of its release")
+	}
+	if r.err != nil {
+		t.Fatalf("Acquire after a permit came back: %v", r.err)
+	}
+	for _, e := range rec.Take() {
+		// A lock taken by hand-off is reported as an attempt no master
+		// answered: [].
+		if strings.HasPrefix(e, "acquire") && !strings.Contains(e, "[]") {
+			t.Errorf("the waiter made an attempt after the release (%q); want the permit handed to it", e)
+		}
+	}
+	if s := semSlotOf(t, cs, name, r.l); s != freed {
+		t.Errorf("the handed permit is slot %q on the masters; want %q, the one given back", s, freed)
+	}
+	if !r.l.Until().After(time.Now()) {
+		t.Errorf("the handed permit's Until %v has passed", r.l.Until())
+	}
+	if err := r.l.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock of the handed permit: %v", err)
+	}
+	settle(waiter)
+	for i, m := range semHolders(t, cs, name) {
+		if len(m) != 1 {
+			t.Errorf("master %d holds %v after the handed permit's Unlock; want only the other holder's slot", i, m)
+		}
+	}
+	_ = ls[1].Unlock(ctx)
+}
+
+// TestSemaphoreHandOffKeepsLimit: a call that waits under one limit is never
+// handed a slot of permits given under another. Its holders expired, the
+// name was taken under 3 permits, and a release of one of them only nudges
+// the waiter, whose attempt is answered with a PermitsError.
+func TestSemaphoreHandOffKeepsLimit(t *testing.T) {
+	c := redistest.StartT(t, 3, redistest.Options{})
+	cs := clients(t, c.Addrs())
+	name := testKey(t)
+	ctx := context.Background()
+	two := newRedlock(t, nodesOf(t, cs)).Semaphore(name, 2)
+	for range 2 {
+		if _, err := two.TryAcquire(ctx, redlock.WithTTL(400*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waiter := newRedlock(t, nodesOf(t, clients(t, c.Addrs())), redlock.WithBackoff(5*time.Second, 10*time.Second))
+	got := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, 8*time.Second)
+		defer cancel()
+		l, err := waiter.Semaphore(name, 2).Acquire(ctx)
+		if err == nil {
+			_ = l.Unlock(ctx)
+		}
+		got <- err
+	}()
+	time.Sleep(600 * time.Millisecond) // registered, and the 2-permit holds expired
+	three := newRedlock(t, nodesOf(t, cs)).Semaphore(name, 3)
+	var ls []*redlock.Lock
+	for range 3 {
+		l, err := three.TryAcquire(ctx)
+		if err != nil {
+			t.Fatalf("a 3-permit TryAcquire once the 2-permit holds expired: %v", err)
+		}
+		ls = append(ls, l)
+	}
+	if err := ls[0].Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var pe *redlock.PermitsError
+	select {
+	case err := <-got:
+		if !errors.As(err, &pe) || pe.Stored != 3 || pe.Permits != 2 {
+			t.Errorf("the 2-permit waiter after a 3-permit release: %v; want a PermitsError (stored 3, asked 2)", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Error("the 2-permit waiter was not told within 3s of a 3-permit release")
+	}
+	for i, m := range semHolders(t, cs, name) {
+		if len(m) != 2 {
+			t.Errorf("master %d holds %v; want the two 3-permit holders left", i, m)
+		}
+	}
+	for _, l := range ls[1:] {
+		_ = l.Unlock(ctx)
+	}
+}
+
+// semSlotOf is the slot l holds of the semaphore name on a quorum of cs,
+// "" when none.
+func semSlotOf(t *testing.T, cs []*redis.Client, name string, l *redlock.Lock) string {
+	t.Helper()
+	n := map[string]int{}
+	for _, m := range semHolders(t, cs, name) {
+		for s, v := range m {
+			if v == l.Value() {
+				n[s]++
+			}
+		}
+	}
+	for s, k := range n {
+		if k > len(cs)/2 {
+			return s
+		}
+	}
+	return ""
+}
