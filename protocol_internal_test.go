@@ -841,16 +841,16 @@ func checkReplyOutcomes(t *testing.T, node string, reply []byte, acq, fenced, fl
 func afterPushes(reply []byte) []byte {
 	rest := reply
 	for len(rest) > 0 && rest[0] == '>' {
-		after, ok := skipRESP(rest, 0)
+		after, ok, past := skipRESP(rest, 0)
 		if !ok {
-			// A header without a count (">\n"): go-redis read past the
-			// line alone (the fuzzer's ">\n:0\r\n" was the integer 0).
-			nl := bytes.IndexByte(rest, '\n')
-			count := bytes.TrimSuffix(rest[1:max(nl, 1)], []byte("\r"))
-			if nl < 0 || len(count) != 0 {
-				return reply
+			if past == nil {
+				return reply // truncated: go-redis waits, and fails
 			}
-			after = rest[nl+1:]
+			// A line that is not a well-formed RESP line (">\n", ">1\n",
+			// ">x\r\n"): go-redis read it and gave up on the frame; the
+			// command's reply is read from the next line on (the fuzzer's
+			// ">\n:0\r\n" and ">1\n:0\r\n" were the integer 0).
+			return past
 		}
 		rest = after
 	}
@@ -858,38 +858,52 @@ func afterPushes(reply []byte) []byte {
 }
 
 // skipRESP skips one RESP value at the start of b (nested at most depth
-// 8) and returns what follows it.
-func skipRESP(b []byte, depth int) ([]byte, bool) {
+// 8) and returns what follows it. Every line must end in CRLF, as go-redis
+// reads them. When it cannot, past is what follows the line go-redis
+// stopped at (a line without CRLF, or a header with no valid count), or
+// nil when b ends first.
+func skipRESP(b []byte, depth int) (rest []byte, ok bool, past []byte) {
 	nl := bytes.IndexByte(b, '\n')
-	if depth > 8 || nl < 1 {
-		return nil, false
+	if depth > 8 || nl < 0 {
+		return nil, false, nil
 	}
-	line, rest := bytes.TrimSuffix(b[1:nl], []byte("\r")), b[nl+1:]
+	if nl < 2 || b[nl-1] != '\r' {
+		return nil, false, b[nl+1:]
+	}
+	line, rest := b[1:nl-1], b[nl+1:]
 	count := func(per int) (int, bool) {
 		n, err := strconv.Atoi(string(line))
 		return n * per, err == nil && n >= 0 && n <= 1<<10
 	}
 	switch b[0] {
 	case '+', '-', ':', ',', '#', '_', '(':
-		return rest, true
+		return rest, true, nil
 	case '$', '!', '=':
 		n, ok := count(1)
-		if !ok || len(rest) < n+2 {
-			return nil, false
+		if !ok {
+			return nil, false, rest
 		}
-		return rest[n+2:], true
+		if len(rest) < n+2 {
+			return nil, false, nil
+		}
+		return rest[n+2:], true, nil
 	case '*', '~', '>', '%', '|':
 		per := 1
 		if b[0] == '%' || b[0] == '|' {
 			per = 2
 		}
 		n, ok := count(per)
-		for i := 0; ok && i < n; i++ {
-			rest, ok = skipRESP(rest, depth+1)
+		if !ok {
+			return nil, false, rest
 		}
-		return rest, ok
+		for i := 0; i < n; i++ {
+			if rest, ok, past = skipRESP(rest, depth+1); !ok {
+				return nil, false, past
+			}
+		}
+		return rest, true, nil
 	}
-	return nil, false
+	return nil, false, rest
 }
 
 // TestLaneDropsExpiredRequests: a request whose phase's deadline passed
