@@ -296,7 +296,6 @@ type handoff struct {
 	name    string   // the name the call was given (a permit's Lock's)
 	key     string
 	permits uint8         // a permit's call: its limit
-	want    uint8         // and the slot it waits for, drawn for the call (see newHandoff)
 	value   string        // the value the masters hand the key to
 	place   int64         // the call's place in the queues
 	ttl     time.Duration // 0: the masters wake the call, not hand it the key
@@ -344,13 +343,6 @@ func (w *wakeups) newHandoff(name, key string, place int64, cfg *config) *handof
 	h := &handoff{r: w.r, kind: cfg.kind, name: name, key: key, value: newValue(), place: place, ttl: handTTL(cfg),
 		wake: make(chan struct{}, 1), seen: make([]bool, n)}
 	if cfg.kind == kindPermit {
-		// The slot the call waits for is drawn at random, once: every
-		// registration names the same one, so masters hand it only that
-		// slot, and no client keeps to one slot's queue from call to call
-		// (the slot its last call took would make the clients of one slot a
-		// group of their own: 2 permits, 5 clients took 64, 64, 42, 42, 42
-		// permits in TestSemaphoreFair).
-		h.want = uint8(w.r.jitterN(int(cfg.permits)))
 		h.permits, h.slots, h.hints = cfg.permits, make([]int8, n), make([]int8, n)
 		h.value += "/" + strconv.Itoa(int(cfg.permits))
 	}

@@ -670,7 +670,7 @@ func (l *Lock) release(ctx context.Context, unlock bool, h *handoff) *phase {
 	switch {
 	case q.Waiter == "":
 	case h != nil:
-		reg.Hand, reg.TTL, reg.Slot = h.value, h.ttl, h.want
+		reg.Hand, reg.TTL, reg.Slot = h.value, h.ttl, q.Slot
 		reg.Place = h.at()
 		reg.Queued = reg.Place
 		reg.Back = h.handBack()

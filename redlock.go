@@ -258,14 +258,6 @@ func (r *Redlock) unhand(h *handoff, nodeTimeout time.Duration) {
 	r.waiters.wake(h.key)
 }
 
-// jitterN draws an int at random from [0, n).
-func (r *Redlock) jitterN(n int) int {
-	if r.randN != nil {
-		return int(r.randN(time.Duration(n)))
-	}
-	return rand.N(n)
-}
-
 // jitter draws a pause at random from [d/2, d], so contending clients spread out.
 func (r *Redlock) jitter(d time.Duration) time.Duration {
 	if r.randN != nil {

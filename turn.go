@@ -86,7 +86,7 @@ func (r *Redlock) openTurn(t *turn, ctx context.Context, name, key string, cfg *
 		// own, and this one must not be woken first and race it. Where a
 		// key that is handed is free, its call gave it back: take it.
 		r.startPhase(context.WithoutCancel(ctx), deadline, false, request{Op: reqRelease, Kind: cfg.kind, Key: key,
-			Waiter: channel, Hand: t.h.value, TTL: t.h.ttl, Slot: t.h.want, Place: t.ticket, Queued: t.ticket, Reg: t.h.register(deadline), Yield: t.h.ttl == 0})
+			Waiter: channel, Hand: t.h.value, TTL: t.h.ttl, Slot: cfg.slot, Place: t.ticket, Queued: t.ticket, Reg: t.h.register(deadline), Yield: t.h.ttl == 0})
 		t.w, _ = r.waiters.join(key, released)
 		t.pause = r.jitter(cfg.maxBackoff)
 	}
