@@ -348,7 +348,14 @@ func TestSemaphoreAcquireWaits(t *testing.T) {
 	name := testKey(t)
 	ctx := context.Background()
 	held := newRedlock(t, nodesOf(t, cs)).Semaphore(name, 2)
-	ls := takePermits(t, held, 2)
+	var ls []*redlock.Lock
+	for range 2 {
+		l, err := held.TryAcquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
 	var wg sync.WaitGroup
 	got := make(chan error, 1)
 	wg.Go(func() {
@@ -410,7 +417,14 @@ func TestSemaphoreWakeUp(t *testing.T) {
 	name := testKey(t)
 	ctx := context.Background()
 	holder := newRedlock(t, nodesOf(t, cs)).Semaphore(name, 2)
-	ls := takePermits(t, holder, 2)
+	var ls []*redlock.Lock
+	for range 2 {
+		l, err := holder.TryAcquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
 	waiter := newRedlock(t, nodesOf(t, clients(t, c.Addrs())), redlock.WithBackoff(5*time.Second, 10*time.Second))
 	got := make(chan error, 1)
 	var at time.Time
@@ -616,7 +630,14 @@ func TestSemaphoreHandOff(t *testing.T) {
 	name := testKey(t)
 	ctx := context.Background()
 	holder := newRedlock(t, nodesOf(t, cs)).Semaphore(name, 2)
-	ls := takePermits(t, holder, 2)
+	var ls []*redlock.Lock
+	for range 2 {
+		l, err := holder.TryAcquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
 	var rec recorder
 	waiter := newRedlock(t, nodesOf(t, clients(t, c.Addrs())), redlock.WithObserver(&rec),
 		redlock.WithBackoff(5*time.Second, 10*time.Second))
@@ -681,7 +702,11 @@ func TestSemaphoreHandOffKeepsLimit(t *testing.T) {
 	name := testKey(t)
 	ctx := context.Background()
 	two := newRedlock(t, nodesOf(t, cs)).Semaphore(name, 2)
-	takePermits(t, two, 2, redlock.WithTTL(400*time.Millisecond))
+	for range 2 {
+		if _, err := two.TryAcquire(ctx, redlock.WithTTL(400*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	waiter := newRedlock(t, nodesOf(t, clients(t, c.Addrs())), redlock.WithBackoff(5*time.Second, 10*time.Second))
 	got := make(chan error, 1)
 	go func() {
@@ -695,7 +720,14 @@ func TestSemaphoreHandOffKeepsLimit(t *testing.T) {
 	}()
 	time.Sleep(600 * time.Millisecond) // registered, and the 2-permit holds expired
 	three := newRedlock(t, nodesOf(t, cs)).Semaphore(name, 3)
-	ls := takePermits(t, three, 3) // the 2-permit holds expired
+	var ls []*redlock.Lock
+	for range 3 {
+		l, err := three.TryAcquire(ctx)
+		if err != nil {
+			t.Fatalf("a 3-permit TryAcquire once the 2-permit holds expired: %v", err)
+		}
+		ls = append(ls, l)
+	}
 	if err := ls[0].Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -736,18 +768,4 @@ func semSlotOf(t *testing.T, cs []*redis.Client, name string, l *redlock.Lock) s
 		}
 	}
 	return ""
-}
-
-// takePermits takes n permits of s with TryAcquire, each with opts.
-func takePermits(t *testing.T, s *redlock.Semaphore, n int, opts ...redlock.Option) []*redlock.Lock {
-	t.Helper()
-	ls := make([]*redlock.Lock, n)
-	for i := range ls {
-		l, err := s.TryAcquire(context.Background(), opts...)
-		if err != nil {
-			t.Fatalf("TryAcquire of permit %d of %d: %v", i+1, n, err)
-		}
-		ls[i] = l
-	}
-	return ls
 }
