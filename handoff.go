@@ -285,21 +285,14 @@ func (w *wakeups) close() {
 // A fenced or owned lock's key cannot be handed over (a fenced lock needs
 // its second round; an owned key is a hash): its call registers with TTL 0,
 // and the masters only wake it.
-//
-// A permit's call is handed one slot of the semaphore's hash (sem_give.lua):
-// each master tells it which, and it holds the permit when a quorum handed
-// it the same slot. Its value ends in "/" and its limit: a master hands it
-// a slot only of permits given under that limit.
 type handoff struct {
-	r       *Redlock
-	kind    lockKind // the kind of lock the call takes (its registrations are that kind's requests)
-	name    string   // the name the call was given (a permit's Lock's)
-	key     string
-	permits uint8         // a permit's call: its limit
-	value   string        // the value the masters hand the key to
-	place   int64         // the call's place in the queues
-	ttl     time.Duration // 0: the masters wake the call, not hand it the key
-	wake    chan struct{} // holds at most one pending hand-off notice
+	r     *Redlock
+	kind  lockKind // the kind of lock the call takes (its registrations are that kind's requests)
+	key   string
+	value string        // the value the masters hand the key to
+	place int64         // the call's place in the queues
+	ttl   time.Duration // 0: the masters wake the call, not hand it the key
+	wake  chan struct{} // holds at most one pending hand-off notice
 
 	mu          sync.Mutex
 	reg         uint64    // the latest registration sent; 0: none yet
@@ -307,8 +300,6 @@ type handoff struct {
 	regDeadline time.Time // its phase's deadline, on the real clock
 	counting    bool      // the masters' hand-offs under reg count: no attempt is out
 	seen        []bool    // masters that handed the key under reg
-	slots       []int8    // a permit's call: the slot each master in seen handed, -1: it woke the call
-	hints       []int8    // and the free slot each master that woke it named, -1: none
 	count       int
 	nudged      bool // a rollback's wake-up came under reg (see handed)
 	// back: the attempt out was made while fewer than a quorum had handed
@@ -332,20 +323,16 @@ type handoff struct {
 // (TestRestartGateNoHandOffFromGatedMaster); the attempt a wake-up starts
 // asks them.
 func handTTL(cfg *config) time.Duration {
-	if (cfg.kind != kindMutex && cfg.kind != kindPermit) || cfg.owner != "" || cfg.fencing || cfg.gate > 0 || cfg.replicas > 0 {
+	if cfg.kind != kindMutex || cfg.owner != "" || cfg.fencing || cfg.gate > 0 || cfg.replicas > 0 {
 		return 0
 	}
 	return cfg.ttl
 }
 
-func (w *wakeups) newHandoff(name, key string, place int64, cfg *config) *handoff {
+func (w *wakeups) newHandoff(key string, place int64, cfg *config) *handoff {
 	n := len(w.r.nodes)
-	h := &handoff{r: w.r, kind: cfg.kind, name: name, key: key, value: newValue(), place: place, ttl: handTTL(cfg),
+	h := &handoff{r: w.r, kind: cfg.kind, key: key, value: newValue(), place: place, ttl: handTTL(cfg),
 		wake: make(chan struct{}, 1), seen: make([]bool, n)}
-	if cfg.kind == kindPermit {
-		h.permits, h.slots, h.hints = cfg.permits, make([]int8, n), make([]int8, n)
-		h.value += "/" + strconv.Itoa(int(cfg.permits))
-	}
 	w.handsMu.Lock()
 	defer w.handsMu.Unlock()
 	w.hands[h.value] = h
@@ -401,21 +388,19 @@ func (h *handoff) at() int64 {
 // registered reports whether a registration of h was sent.
 func (h *handoff) registered() bool { return h != nil && h.current() > 0 }
 
-// handed counts master i's hand-off (or, woke, wake-up) under
-// registration reg, and reports false when nobody will use it. For a
-// permit's call, slot is the slot handed, or the hint of a wake-up (-1:
-// none). A nudge (a wake-up that a
+// handed counts master i's hand-off (or wake-up) under registration reg,
+// and reports false when nobody will use it. A nudge (a wake-up that a
 // failed attempt's rollback sent) is not counted: it only cuts the call's
 // wait as a word from fewer than a quorum does (see [turn.wait]). The call
 // is alive (w.handsMu held: h is in the table, see [wakeups.end]).
-func (h *handoff) handed(reg uint64, i int, woke, nudge bool, slot int) bool {
+func (h *handoff) handed(reg uint64, i int, nudge bool) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
 	case h.held != nil:
 		// Part of the lock the call holds by hand-off, unless that ended
-		// without an Unlock, or it is another slot than the permit's.
-		return h.r.clock.Now().Before(h.held.Until()) && (h.slots == nil || slot == int(h.held.cfg.slot))
+		// without an Unlock.
+		return h.r.clock.Now().Before(h.held.Until())
 	case reg != h.reg || !h.counting || h.seen[i]:
 		// Under an older registration, or while an attempt is out: the
 		// call's next rollback deletes it and queues the call again.
@@ -426,43 +411,9 @@ func (h *handoff) handed(reg uint64, i int, woke, nudge bool, slot int) bool {
 	} else {
 		h.seen[i] = true
 		h.count++
-		if h.slots != nil {
-			h.slots[i], h.hints[i] = int8(slot), -1
-			if woke {
-				h.slots[i], h.hints[i] = -1, int8(slot)
-			}
-		}
 	}
 	notify(h.wake)
 	return true
-}
-
-// slotHanded is, for a permit's call, the slot that most masters handed it
-// under its latest registration and how many did (h.mu held); when none
-// did, the free slot most masters that woke it named, and 0; -1 and 0
-// when none named one either.
-func (h *handoff) slotHanded() (slot, n int) {
-	var count, hinted [MaxPermits]int
-	slot, hint, most := -1, -1, 0
-	for i, seen := range h.seen {
-		if !seen {
-			continue
-		}
-		if s := h.slots[i]; s >= 0 && int(s) < len(count) {
-			if count[s]++; count[s] > n {
-				slot, n = int(s), count[s]
-			}
-		}
-		if s := h.hints[i]; s >= 0 && int(s) < len(hinted) {
-			if hinted[s]++; hinted[s] > most {
-				hint, most = int(s), hinted[s]
-			}
-		}
-	}
-	if n == 0 {
-		return hint, 0
-	}
-	return slot, n
 }
 
 // take returns the lock the call holds when a quorum of masters handed it
@@ -472,47 +423,22 @@ func (h *handoff) slotHanded() (slot, n int) {
 // handed it the key under a registration too old to leave the minimum
 // validity (it must register again, which its next attempt's rollback
 // does: the key is then handed to it afresh).
-//
-// A permit's call needs a quorum of masters that handed it one slot. Woken
-// or handed its slot by a quorum short of that, it tries now; its next
-// attempt asks for the slot most of them handed, else the free slot most
-// of those that woke it named (cfg.slot).
 func (h *handoff) take(cfg *config) (l *Lock, partial, now bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	count := h.count
-	if h.slots != nil && h.ttl > 0 && h.counting && h.count > 0 {
-		var slot int
-		if slot, count = h.slotHanded(); slot >= 0 && slot < int(h.permits) {
-			cfg.slot = uint8(slot)
-		}
-		if count < h.r.quorum && h.count >= h.r.quorum {
-			// Woken, or handed slots split over slots, by a quorum: try
-			// the slot most handed (the vote takes over the call's own
-			// hand-offs, sem_acquire.lua), else the one most named free.
-			return nil, false, true
-		}
-	}
-	if !h.counting || count < h.r.quorum {
+	if !h.counting || h.count < h.r.quorum {
 		return nil, h.counting && (h.count > 0 || h.nudged), false
 	}
 	until, _, valid := cfg.deadline(h.regStart, h.r.clock.Now())
 	if !valid || h.ttl == 0 {
 		return nil, false, true
 	}
-	// Only a mutex's key and a permit's slot are handed over (see handTTL).
-	l = &Lock{r: h.r, name: h.name, key: h.key, value: handValue(h.value, h.reg), cfg: *cfg, ttl: cfg.ttl,
+	// Only a mutex's key is handed over (see handTTL): its name is its key.
+	l = &Lock{r: h.r, name: h.key, key: h.key, value: handValue(h.value, h.reg), cfg: *cfg, ttl: cfg.ttl,
 		until: until, last: h.regDeadline, h: h}
 	l.boxedKey, l.boxedValue = l.key, l.value
 	h.held = l
 	return l, false, false
-}
-
-// holds reports whether l is the lock the call took by hand-off.
-func (h *handoff) holds(l *Lock) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.held == l
 }
 
 // end is called when the call ends, having taken the lock l (nil: it gave
@@ -584,8 +510,7 @@ func stopTimer(t **time.Timer) {
 
 // message is a word from master i on this Redlock's channel: "h" and a
 // hand-off, "w" and a wake-up, or "r" and a rollback's wake-up (a nudge),
-// each "hand|reg|key", where a permit's hand-off says its slot after reg:
-// "hand|reg:slot|key".
+// each "hand|reg|key".
 func (w *wakeups) message(payload string, i int) {
 	nudge := strings.HasPrefix(payload, "r")
 	woke := nudge || strings.HasPrefix(payload, "w")
@@ -597,21 +522,13 @@ func (w *wakeups) message(payload string, i int) {
 		return
 	}
 	regs, key, ok := strings.Cut(rest, "|")
-	regs, slots, permit := strings.Cut(regs, ":")
 	reg, err := strconv.ParseUint(regs, 10, 64)
-	slot := -1
-	if permit {
-		var n uint64
-		n, err = strconv.ParseUint(slots, 10, 8)
-		slot = int(n)
-	}
-	if !ok || err != nil || slot >= MaxPermits {
+	if !ok || err != nil {
 		return
 	}
 	w.handsMu.Lock()
 	h := w.hands[hand]
-	// A permit's hand-off names its slot; no other word does.
-	kept := h != nil && h.key == key && (woke || (h.slots != nil) == permit) && h.handed(reg, i, woke && !nudge, nudge, slot)
+	kept := h != nil && h.key == key && h.handed(reg, i, nudge)
 	w.handsMu.Unlock()
 	if kept || woke {
 		return
@@ -624,11 +541,8 @@ func (w *wakeups) message(payload string, i int) {
 	// the key tells the call itself. Only this hand-off's value: a later
 	// registration of the same call (an Unlock's, see stay) may hold the
 	// key on this master under another.
-	q := request{Op: reqRelease, Key: key, Value: handValue(hand, reg)}
-	if permit {
-		q.Kind, q.Slot = kindPermit, uint8(slot)
-	}
-	w.r.sendTo(i, time.Now().Add(w.nodeTimeout()), q)
+	w.r.sendTo(i, time.Now().Add(w.nodeTimeout()),
+		request{Op: reqRelease, Key: key, Value: handValue(hand, reg)})
 	w.r.waiters.wake(key)
 }
 

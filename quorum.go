@@ -670,24 +670,13 @@ func (l *Lock) release(ctx context.Context, unlock bool, h *handoff) *phase {
 	switch {
 	case q.Waiter == "":
 	case h != nil:
-		reg.Hand, reg.TTL, reg.Slot = h.value, h.ttl, q.Slot
+		reg.Hand, reg.TTL = h.value, h.ttl
 		reg.Place = h.at()
 		reg.Queued = reg.Place
 		reg.Back = h.handBack()
-		if l.cfg.kind == kindPermit && reg.Back {
-			// A permit's call was handed its slot on too few masters, and
-			// its attempt failed. The slots its withdrawal frees (handed to
-			// it) go to the calls behind it: first in the queue, it would
-			// be woken for them at once, and fail the same way. It keeps
-			// its place for the next release (sem_give.lua).
-			reg.Back, reg.Yield = false, true
-		}
 		reg.Reg = h.register(deadline) // before any master can hand under it
-	case unlock && l.h != nil && l.h.ttl > 0 && reg == &q:
-		// Queue again behind the call the key is handed to, if it is: a
-		// mutex's (a permit's Unlock withdraws the call, below; its
-		// registration cannot ride on the release to know whether that
-		// handed the slot on).
+	case unlock && l.h != nil && l.h.ttl > 0:
+		// Queue again behind the call the key is handed to, if it is.
 		q.Hand, q.TTL, q.Behind = l.h.value, l.h.ttl, true
 		q.Queued, q.Place = l.h.at(), time.Now().UnixMicro()
 		q.Reg = l.r.wake.stay(l.h, q.Place, deadline, l.cfg.maxBackoff)
@@ -695,17 +684,10 @@ func (l *Lock) release(ctx context.Context, unlock bool, h *handoff) *phase {
 	case l.h != nil:
 		reg.Hand, reg.Queued = l.h.value, l.h.at()
 	}
-	// A permit's Unlock withdraws its call after the release: the
-	// withdrawal frees every slot handed to the call, the one its lock
-	// holds too, which the release must find (sem_free.lua).
-	after := reg != &q && reg.Hand != "" && unlock && l.cfg.kind == kindPermit
-	if reg != &q && reg.Hand != "" && !after {
+	if reg != &q && reg.Hand != "" {
 		l.r.startPhase(ctx, deadline, false, *reg)
 	}
 	p := l.r.startPhase(ctx, deadline, unlock, q)
-	if after {
-		l.r.startPhase(ctx, deadline, false, *reg)
-	}
 	if unlock {
 		l.r.waiters.wake(l.key)
 	}

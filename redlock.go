@@ -218,7 +218,7 @@ func (r *Redlock) lock(ctx context.Context, op CallOp, name, key string, cfg *co
 	}
 	// The call's place while it waits, and all that can end the wait.
 	var t turn
-	r.openTurn(&t, ctx, name, key, cfg)
+	r.openTurn(&t, ctx, key, cfg)
 	defer func() { t.end(held) }()
 	err = ErrNotObtained
 	for n := 1; ; n++ {
@@ -229,7 +229,7 @@ func (r *Redlock) lock(ctx context.Context, op CallOp, name, key string, cfg *co
 			return nil, joinCtx(err, stop)
 		}
 		cfg.attempt = int32(min(n, math.MaxInt32))
-		if held, err = t.attempt(ctx); err == nil {
+		if held, err = t.attempt(ctx, name); err == nil {
 			return held, nil
 		}
 		if !errors.Is(err, ErrNotObtained) {

@@ -202,23 +202,20 @@ var (
 	semFreeLua string
 	//go:embed lua/sem_hold.lua
 	semHoldLua string
-	//go:embed lua/sem_give.lua
-	semGiveLua string
 
 	// The fence counter's steps only where a token is taken.
 	semAcquireSrc        any = script(semLua, semHoldLua, semAcquireLua)
 	semAcquireFencedSrc  any = script(fenceLua, semLua, semHoldLua, semAcquireLua)
 	semExtendSrc         any = script(semLua, semHoldLua, semExtendLua)
-	semReleaseSrc        any = script(handonLua, semLua, semGiveLua, semReleaseLua)
+	semReleaseSrc        any = script(handonLua, semReleaseLua)
 	semFenceSrc          any = script(semLua, raisetoLua, semFenceLua)
 	gatedSemAcquireSrc   any = script(gateLua, gatedLua, semLua, semHoldLua, semAcquireLua)
 	gatedSemAcqFencedSrc any = script(gateLua, gatedLua, fenceLua, semLua, semHoldLua, semAcquireLua)
 	gatedSemExtendSrc    any = script(gateLua, gatedLua, semLua, semHoldLua, semExtendLua)
 	gatedSemFenceSrc     any = script(gateLua, gatedLua, semLua, raisetoLua, semFenceLua)
 	// A waiting call's registrations go through handoff.lua, the one
-	// script that queues calls, with sem_free.lua's v (is a permit free)
-	// and unhand (the slots handed to the call).
-	semHandoffSrc any = script(handonLua, gateLua, semLua, semGiveLua, semFreeLua, withdrawLua, handoffLua)
+	// script that queues calls, with sem_free.lua's v: is a permit free.
+	semHandoffSrc any = script(handonLua, gateLua, semLua, semFreeLua, withdrawLua, handoffLua)
 )
 
 // permitArgs appends the command of q, a permit's request; nothing for
@@ -234,9 +231,9 @@ func permitArgs(a []any, q *request, key, value, ms any) []any {
 	}
 	switch q.Op {
 	case reqAcquire:
-		a = append(a, "eval", pick(semAcquireSrc, gatedSemAcquireSrc), int64(2), key, FenceKey(q.Key), value, slot, ms, permits, int64(0), q.Hand)
+		a = append(a, "eval", pick(semAcquireSrc, gatedSemAcquireSrc), int64(2), key, FenceKey(q.Key), value, slot, ms, permits, int64(0))
 	case reqAcquireFenced:
-		a = append(a, "eval", pick(semAcquireFencedSrc, gatedSemAcqFencedSrc), int64(2), key, FenceKey(q.Key), value, slot, ms, permits, int64(1), q.Hand)
+		a = append(a, "eval", pick(semAcquireFencedSrc, gatedSemAcqFencedSrc), int64(2), key, FenceKey(q.Key), value, slot, ms, permits, int64(1))
 	case reqRaiseFence:
 		a = append(a, "eval", pick(semFenceSrc, gatedSemFenceSrc), int64(2), key, FenceKey(q.Key), value, slot, int64(q.Token))
 	case reqExtend:
@@ -245,13 +242,7 @@ func permitArgs(a []any, q *request, key, value, ms any) []any {
 		wk, waiter := q.releaseArgs()
 		switch {
 		case q.Hand != "" && q.Value == "": // a waiting call's (un)registration
-			// A call handed slots waits for one, its next attempt's: the
-			// queue entry's ttl field carries it (sem_give.lua).
-			ttl := q.TTL.Milliseconds()
-			if ttl > 0 {
-				ttl = ttl*MaxPermits + slot
-			}
-			return append(a, "eval", semHandoffSrc, int64(2), key, wk, value, waiter, q.Place, q.Hand, int64(q.Reg), ttl, bit(q.Behind), q.Queued, gateArg(q), bit(q.Back), bit(q.Yield))
+			return append(a, "eval", semHandoffSrc, int64(2), key, wk, value, waiter, q.Place, q.Hand, int64(q.Reg), int64(0), bit(q.Behind), q.Queued, gateArg(q), bit(q.Back), bit(q.Yield))
 		case q.Hand == "" && q.Value != "":
 			return append(a, "eval", semReleaseSrc, int64(2), key, wk, value, slot, waiter, bit(q.rollback))
 		}

@@ -24,10 +24,9 @@ import (
 //
 // A turn belongs to one Lock call's goroutine: it needs no lock.
 type turn struct {
-	r    *Redlock
-	name string // the name the call was given
-	key  string
-	cfg  *config
+	r   *Redlock
+	key string
+	cfg *config
 
 	w        *waiter  // its place in this process's queue for key; nil until it queues
 	released uint64   // the count of local releases of key before the first attempt (see waiters.join)
@@ -53,8 +52,8 @@ const handGrace = 5 * time.Millisecond
 //
 // t is the caller's (a Lock call keeps it in its own frame: an uncontended
 // Lock allocates nothing for its turn).
-func (r *Redlock) openTurn(t *turn, ctx context.Context, name, key string, cfg *config) {
-	*t = turn{r: r, name: name, key: key, cfg: cfg, ticket: time.Now().UnixMicro(), backoff: cfg.minBackoff}
+func (r *Redlock) openTurn(t *turn, ctx context.Context, key string, cfg *config) {
+	*t = turn{r: r, key: key, cfg: cfg, ticket: time.Now().UnixMicro(), backoff: cfg.minBackoff}
 	queued, released := r.waiters.peek(key)
 	t.released = released
 	h, behind := r.wake.behind(key, cfg)
@@ -80,28 +79,29 @@ func (r *Redlock) openTurn(t *turn, ctx context.Context, name, key string, cfg *
 			break
 		}
 		deadline := time.Now().Add(cfg.nodeTimeout)
-		t.h = r.wake.newHandoff(name, key, t.ticket, cfg)
+		t.h = r.wake.newHandoff(key, t.ticket, cfg)
 		// A call the masters only wake (ttl 0) yields: where the key is
 		// free, the Unlock woke a call that takes it with an attempt of its
 		// own, and this one must not be woken first and race it. Where a
 		// key that is handed is free, its call gave it back: take it.
 		r.startPhase(context.WithoutCancel(ctx), deadline, false, request{Op: reqRelease, Kind: cfg.kind, Key: key,
-			Waiter: channel, Hand: t.h.value, TTL: t.h.ttl, Slot: cfg.slot, Place: t.ticket, Queued: t.ticket, Reg: t.h.register(deadline), Yield: t.h.ttl == 0})
+			Waiter: channel, Hand: t.h.value, TTL: t.h.ttl, Place: t.ticket, Queued: t.ticket, Reg: t.h.register(deadline), Yield: t.h.ttl == 0})
 		t.w, _ = r.waiters.join(key, released)
 		t.pause = r.jitter(cfg.maxBackoff)
 	}
 }
 
-// attempt makes one acquire attempt for the call. Once the Redlock listens
-// for wake-ups, its rollback queues the call on the masters.
-func (t *turn) attempt(ctx context.Context) (*Lock, error) {
+// attempt makes one acquire attempt for the call, of the lock the caller
+// named name. Once the Redlock listens for wake-ups, its rollback queues
+// the call on the masters.
+func (t *turn) attempt(ctx context.Context, name string) (*Lock, error) {
 	if _, t.listen = t.r.wake.name(); t.listen && t.h == nil {
-		t.h = t.r.wake.newHandoff(t.name, t.key, t.ticket, t.cfg)
+		t.h = t.r.wake.newHandoff(t.key, t.ticket, t.cfg)
 	}
 	if t.listen {
 		t.r.wake.watch(t.key, t.cfg.nodeTimeout) // a cluster's shard channel of the key's slot
 	}
-	return t.r.acquire(ctx, t.name, t.key, t.cfg, t.h)
+	return t.r.acquire(ctx, name, t.key, t.cfg, t.h)
 }
 
 // refused readies the next wait after a refused attempt: none
@@ -211,15 +211,10 @@ func (t *turn) wait(ctx context.Context) (*Lock, error) {
 // end closes the call's place, having taken held (nil: it gave up): off
 // this process's queue, and off the masters' queues (with the key given
 // back where it was handed) when it gave up.
-//
-// A permit's call that took its permit by an attempt is taken off at once
-// too: slots handed to it before the attempt, other than the one it took
-// over (sem_acquire.lua), would stay blocked until its Unlock.
 func (t *turn) end(held *Lock) {
 	if t.h != nil {
 		t.r.wake.end(t.h, held)
-		stray := held != nil && held.h == t.h && t.cfg.kind == kindPermit && t.h.ttl > 0 && !t.h.holds(held)
-		if (held == nil || stray) && t.h.registered() {
+		if held == nil && t.h.registered() {
 			t.r.unhand(t.h, t.cfg.nodeTimeout)
 		}
 	}

@@ -26,9 +26,7 @@ local k, q = KEYS[1], KEYS[2]
 -- Unlock: bh) only behind the call the key was handed to, when it was.
 local ch, pl, hd, ttl, rg = ARGV[2], ARGV[3], ARGV[4], ARGV[6], tonumber(ARGV[5])
 local n, me = 0, ch .. '|' .. hd .. '|'
-if unhand then
-  n = unhand(hd, rg) -- a semaphore's: the slots handed to the call (sem_free.lua)
-elseif v == ARGV[1] or type(v) == 'string' and v:sub(1, #hd + 1) == hd .. '#'
+if v == ARGV[1] or type(v) == 'string' and v:sub(1, #hd + 1) == hd .. '#'
     and (rg == 0 or (tonumber(v:sub(#hd + 2)) or rg) < rg) then
   n = redis.call('DEL', k)
 end

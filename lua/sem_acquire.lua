@@ -2,9 +2,7 @@
 -- KEYS[1] for the holder ARGV[1], for ARGV[3] ms, when the slot is free
 -- here (or already this holder's) and the limit stored with the hash is
 -- ARGV[4]; ARGV[5] '1': with a fence token (fence.lua, KEYS[2] the
--- counter). ARGV[6], when not '': the hand-off value of the attempt's
--- waiting call (semaphore.go): a slot held by a hand-off to that call is
--- the call's, and the vote takes it over. Replies:
+-- counter). Replies:
 --   - an integer: granted; 1, or the raised fence counter;
 --   - an array: refused, the slot is someone else's; the slots in
 --     [0, ARGV[4]) free here, for the next attempt's choice;
@@ -12,10 +10,6 @@
 --     L. Nothing is written then: a caller with another limit never takes
 --     a slot while a holder of the stored one lives (see "Semaphore" in
 --     docs/internals.md).
--- A slot outside the limit is no permit: no correct caller asks for one.
-if tonumber(s) >= tonumber(ARGV[4]) then
-  return redis.error_reply('ERR slot ' .. s .. ' of a limit of ' .. ARGV[4])
-end
 -- The slot's live holder and the stored limit, in one read.
 local v, L = holder(s, 'L')
 if type(L) == 'table' then
@@ -27,7 +21,7 @@ if L and L ~= ARGV[4] then
   end
   redis.call('DEL', k)
 end
-if v and v ~= ARGV[1] and (ARGV[6] == '' or v:sub(1, #ARGV[6] + 1) ~= ARGV[6] .. '#') then
+if v and v ~= ARGV[1] then
   local free = {}
   for i = 0, tonumber(ARGV[4]) - 1 do
     if not holder(i) then
