@@ -834,10 +834,9 @@ func checkReplyOutcomes(t *testing.T, node string, reply []byte, acq, fenced, fl
 
 // afterPushes returns reply without the RESP3 push frames ('>' and a
 // count, then that many values) it starts with: out-of-band messages that
-// go-redis reads past to the command's reply (the fuzzer's ">0\n:0\r\n"
-// was read as the integer 0), and a push header with no count. Lines may end in "\n" alone, as go-redis
-// took them there. A frame that does not parse leaves reply as it is, so
-// the checks stay strict.
+// go-redis reads past to the command's reply. A line go-redis cannot read
+// (no CRLF, no valid count) ends the frame there, as in go-redis; a frame
+// cut short leaves reply as it is, so the checks stay strict.
 func afterPushes(reply []byte) []byte {
 	rest := reply
 	for len(rest) > 0 && rest[0] == '>' {
