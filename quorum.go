@@ -663,8 +663,11 @@ func (l *Lock) release(ctx context.Context, unlock bool, h *handoff) *phase {
 	// owned lock and every kind but a mutex: their release scripts keep
 	// none, and it goes in a request of its own just before (handoff.lua,
 	// for a kind other than a mutex as that kind assembles it: kindArgs).
+	// A permit's release takes the call off the queue (sem_release.lua),
+	// though it queues no one: an Unlock's withdrawal rides on it.
 	reg := &q
-	if (l.owner != "" || l.cfg.kind != kindMutex) && (h != nil || l.h != nil) { // else it carries nothing
+	rides := l.owner == "" && (l.cfg.kind == kindMutex || l.cfg.kind == kindPermit && h == nil)
+	if !rides && (h != nil || l.h != nil) { // else it carries nothing
 		reg = &request{Op: reqRelease, Kind: l.cfg.kind, Key: l.key, Waiter: q.Waiter, Gate: q.Gate}
 	}
 	switch {

@@ -216,6 +216,9 @@ var (
 	// A waiting call's registrations go through handoff.lua, the one
 	// script that queues calls, with sem_free.lua's v: is a permit free.
 	semHandoffSrc any = script(handonLua, gateLua, semLua, semFreeLua, withdrawLua, handoffLua)
+	// The Unlock of a permit whose call waited also takes the call's
+	// registrations off the queue, in the release (sem_release.lua).
+	semReleaseWithdrawSrc any = script(handonLua, withdrawLua, semReleaseLua)
 )
 
 // permitArgs appends the command of q, a permit's request; nothing for
@@ -245,6 +248,8 @@ func permitArgs(a []any, q *request, key, value, ms any) []any {
 			return append(a, "eval", semHandoffSrc, int64(2), key, wk, value, waiter, q.Place, q.Hand, int64(q.Reg), int64(0), bit(q.Behind), q.Queued, gateArg(q), bit(q.Back), bit(q.Yield))
 		case q.Hand == "" && q.Value != "":
 			return append(a, "eval", semReleaseSrc, int64(2), key, wk, value, slot, waiter, bit(q.rollback))
+		case q.Reg == 0 && q.Place == 0: // an Unlock's release that withdraws the call (see Lock.release)
+			return append(a, "eval", semReleaseWithdrawSrc, int64(2), key, wk, value, slot, waiter, bit(q.rollback), q.Hand, q.Queued)
 		}
 		return a
 	default:

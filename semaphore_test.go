@@ -383,6 +383,60 @@ func TestSemaphoreAcquireWaits(t *testing.T) {
 	ls[1].Unlock(ctx)
 }
 
+// TestSemaphoreUnlockOneRequest: the Unlock of a permit whose call waited
+// is one request per master, the release that also takes the call's
+// registration off the queue: no request of its own ahead of the release,
+// which the release would wait behind.
+func TestSemaphoreUnlockOneRequest(t *testing.T) {
+	c := redistest.StartT(t, 3, redistest.Options{})
+	cs := clients(t, c.Addrs())
+	name := testKey(t)
+	ctx := context.Background()
+	// Both permits expire rather than come back: no release wakes the
+	// waiter, whose attempt after a backoff takes one, registered on every
+	// master.
+	holder := newRedlock(t, nodesOf(t, cs), redlock.WithTTL(500*time.Millisecond)).Semaphore(name, 2)
+	for range 2 {
+		if _, err := holder.TryAcquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waiter := newRedlock(t, nodesOf(t, clients(t, c.Addrs())), redlock.WithBackoff(50*time.Millisecond, 100*time.Millisecond))
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	l, err := waiter.Semaphore(name, 2).Acquire(actx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := redlock.WaitKey(redlock.SemaphoreKey(name))
+	var queued int64
+	for _, c := range cs {
+		queued += c.ZCard(ctx, queue).Val()
+	}
+	if queued == 0 {
+		t.Fatal("the waiter's call left no registration to take off: the test tests nothing")
+	}
+	before, err := redistest.Calls(ctx, cs, "eval")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, err := redistest.Calls(ctx, cs, "eval")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := after - before; n != int64(len(cs)) {
+		t.Errorf("Unlock sent %d scripts to %d masters; want one each", n, len(cs))
+	}
+	for i, c := range cs {
+		if n := c.ZCard(ctx, queue).Val(); n != 0 {
+			t.Errorf("master %d: %d entries left in the queue after the Unlock; want the call's taken off", i, n)
+		}
+	}
+}
+
 // TestSemaphoreFencing: a fenced permit's token is larger than every
 // earlier holder's of its slot.
 func TestSemaphoreFencing(t *testing.T) {
