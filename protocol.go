@@ -206,6 +206,8 @@ var (
 	handonLua string
 	//go:embed lua/withdraw.lua
 	withdrawLua string
+	//go:embed lua/queue.lua
+	queueLua string
 	//go:embed lua/fence.lua
 	fenceLua string
 	//go:embed lua/gate.lua

@@ -663,8 +663,9 @@ func (l *Lock) release(ctx context.Context, unlock bool, h *handoff) *phase {
 	// owned lock and every kind but a mutex: their release scripts keep
 	// none, and it goes in a request of its own just before (handoff.lua,
 	// for a kind other than a mutex as that kind assembles it: kindArgs).
-	// A permit's release takes the call off the queue (sem_release.lua),
-	// though it queues no one: an Unlock's withdrawal rides on it.
+	// A permit's release takes the call off the queue, and an Unlock's
+	// queues it again (sem_release.lua), but a rollback's registration
+	// goes on its own.
 	reg := &q
 	rides := l.owner == "" && (l.cfg.kind == kindMutex || l.cfg.kind == kindPermit && h == nil)
 	if !rides && (h != nil || l.h != nil) { // else it carries nothing
@@ -678,8 +679,9 @@ func (l *Lock) release(ctx context.Context, unlock bool, h *handoff) *phase {
 		reg.Queued = reg.Place
 		reg.Back = h.handBack()
 		reg.Reg = h.register(deadline) // before any master can hand under it
-	case unlock && l.h != nil && l.h.ttl > 0:
-		// Queue again behind the call the key is handed to, if it is.
+	case unlock && l.h != nil && (l.h.ttl > 0 || l.cfg.kind == kindPermit):
+		// Queue again behind the call the key is handed to, if it is (a
+		// permit's: behind the call it wakes).
 		q.Hand, q.TTL, q.Behind = l.h.value, l.h.ttl, true
 		q.Queued, q.Place = l.h.at(), time.Now().UnixMicro()
 		q.Reg = l.r.wake.stay(l.h, q.Place, deadline, l.cfg.maxBackoff)

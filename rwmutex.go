@@ -129,7 +129,7 @@ var (
 	// for a writer's alone): it goes without rw_wake.lua's routine.
 	rwReleaseSrc  any = script(handonLua, rwStateLua, rwWakeLua, rwReleaseLua)
 	rwRReleaseSrc any = script(handonLua, rwStateLua, rwReleaseLua)
-	rwQueueSrc    any = script(handonLua, rwStateLua, rwClaimLua, rwWakeLua, withdrawLua, rwQueueLua)
+	rwQueueSrc    any = script(handonLua, rwStateLua, rwClaimLua, rwWakeLua, withdrawLua, queueLua, rwQueueLua)
 
 	// A vote behind the restart gate: the gate's check first (gated.lua).
 	gatedRWAcquireSrc       any = script(gateLua, gatedLua, rwStateLua, rwClaimLua, rwAcquireLua)

@@ -217,8 +217,9 @@ var (
 	// script that queues calls, with sem_free.lua's v: is a permit free.
 	semHandoffSrc any = script(handonLua, gateLua, semLua, semFreeLua, withdrawLua, handoffLua)
 	// The Unlock of a permit whose call waited also takes the call's
-	// registrations off the queue, in the release (sem_release.lua).
-	semReleaseWithdrawSrc any = script(handonLua, withdrawLua, semReleaseLua)
+	// registrations off the queue, and queues it again behind the call
+	// the release wakes, in the release (sem_release.lua).
+	semReleaseWithdrawSrc any = script(handonLua, withdrawLua, queueLua, semReleaseLua)
 )
 
 // permitArgs appends the command of q, a permit's request; nothing for
@@ -250,6 +251,8 @@ func permitArgs(a []any, q *request, key, value, ms any) []any {
 			return append(a, "eval", semReleaseSrc, int64(2), key, wk, value, slot, waiter, bit(q.rollback))
 		case q.Reg == 0 && q.Place == 0: // an Unlock's release that withdraws the call (see Lock.release)
 			return append(a, "eval", semReleaseWithdrawSrc, int64(2), key, wk, value, slot, waiter, bit(q.rollback), q.Hand, q.Queued)
+		case q.Behind: // and queues it again behind the call it wakes (wakeups.stay)
+			return append(a, "eval", semReleaseWithdrawSrc, int64(2), key, wk, value, slot, waiter, bit(q.rollback), q.Hand, q.Queued, q.Place, int64(q.Reg))
 		}
 		return a
 	default:

@@ -437,6 +437,88 @@ func TestSemaphoreUnlockOneRequest(t *testing.T) {
 	}
 }
 
+// evalNode counts the scripts its Redlock sends the master.
+type evalNode struct {
+	redlock.Node
+	evals *atomic.Int64
+}
+
+func (n evalNode) Exec(ctx context.Context, cmds []*redlock.Command) {
+	for _, c := range cmds {
+		if c.Args[0] == "eval" {
+			n.evals.Add(1)
+		}
+	}
+	n.Node.Exec(ctx, cmds)
+}
+
+// TestSemaphoreLoopQueuedByRelease: a client that gives its permit back,
+// having waited for it, and at once asks for one again while another call
+// waits is queued again by the release itself, behind the call it woke:
+// its next Acquire sends nothing until a release wakes it.
+func TestSemaphoreLoopQueuedByRelease(t *testing.T) {
+	cs := clients(t, masters().Addrs()[:3])
+	name := testKey(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	slow := redlock.WithBackoff(5*time.Second, 10*time.Second) // no attempt but on a wake-up
+	first, err := newRedlock(t, nodesOf(t, cs)).Semaphore(name, 1).TryAcquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evals atomic.Int64
+	var counted []redlock.Node
+	for _, n := range nodesOf(t, cs) {
+		counted = append(counted, evalNode{Node: n, evals: &evals})
+	}
+	loop := newRedlock(t, counted, slow).Semaphore(name, 1)
+	other := newRedlock(t, nodesOf(t, cs), slow).Semaphore(name, 1)
+	held := make(chan *redlock.Lock, 2)
+	acquire := func(s *redlock.Semaphore) {
+		l, err := s.Acquire(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		held <- l
+	}
+	go acquire(loop)
+	time.Sleep(200 * time.Millisecond) // queued first
+	go acquire(other)
+	time.Sleep(200 * time.Millisecond)
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mine := <-held // woken by the release
+	if mine == nil {
+		t.FailNow()
+	}
+	evals.Store(0)
+	if err := mine.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	go acquire(loop)
+	theirs := <-held // woken by the loop's release
+	if theirs == nil {
+		t.FailNow()
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := evals.Load(); n != int64(len(cs)) {
+		t.Errorf("the Unlock and the Acquire after it sent %d scripts to %d masters while another call took the permit; want one each: the release, which queues the call again", n, len(cs))
+	}
+	released := time.Now()
+	if err := theirs.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again := <-held
+	if again == nil {
+		t.FailNow()
+	}
+	if d := time.Since(released); d > time.Second {
+		t.Errorf("the loop's Acquire got the permit %v after it came back; want a wake-up, well before its 5s backoff", d)
+	}
+	again.Unlock(ctx)
+}
+
 // TestSemaphoreFencing: a fenced permit's token is larger than every
 // earlier holder's of its slot.
 func TestSemaphoreFencing(t *testing.T) {

@@ -1,5 +1,5 @@
 -- rw_queue: handoff.lua for an RWMutex's waiting calls (rw_state.lua,
--- rw_claim.lua and withdraw.lua before it): take the call's registrations
+-- rw_claim.lua, withdraw.lua and queue.lua before it): take the call's registrations
 -- off its queue, queue it again when asked, and wake it at once when what
 -- it waits for is already gone. The masters never hand an RWMutex's key
 -- over: they wake its calls, which try (entries 'channel|hand|0|reg').
@@ -25,8 +25,7 @@ if rg == 0 and role == 'w' and redis.call('HDEL', k, claim(ARGV[6], hd)) == 1 th
   end
 end
 if pl ~= '0' and rg ~= 0 and not newer then
-  P('ZADD', q, pl, me .. '0|' .. rg)
-  P('PEXPIRE', q, 60000)
+  queue(q, pl, me, rg)
   if ARGV[7] ~= '1' then
     local r, w, c = scan(k)
     if role == 'r' and not w and c == 0 then

@@ -8,18 +8,25 @@
 -- The hash and its limit stay until its PEXPIRE (its latest hold's end):
 -- a vote finds no live holder then and stores its own limit.
 --
--- With ARGV[5], the Unlock of a permit whose call waited (withdraw.lua
--- before this file) first takes the call's registrations off the queue:
+-- With ARGV[5], the Unlock of a permit whose call waited (withdraw.lua and
+-- queue.lua before this file) takes the call's registrations off the queue first:
 -- those of hand-off value ARGV[5] at place ARGV[6], as handoff.lua's
--- withdrawal does, whether or not the slot is still the holder's. The
--- Unlock is then one request per master, not a withdrawal the release
--- waits behind.
-local k, s = KEYS[1], ARGV[2]
-if ARGV[5] then
-  withdraw(KEYS[2], ARGV[3] .. '|' .. ARGV[5] .. '|', ARGV[6], 0)
+-- withdrawal does, whether or not the slot is still the holder's. With
+-- ARGV[7] and ARGV[8] too, it queues the call again, as registration
+-- ARGV[8] at place ARGV[7], behind the call it woke, when it woke one:
+-- for the Redlock's next Acquire, which then waits its turn without a
+-- request (handoff.lua's Unlock, ARGV[7] '1' there). The Unlock is one
+-- request per master.
+local k, s, ch, hd = KEYS[1], ARGV[2], ARGV[3], ARGV[5]
+if hd then
+  withdraw(KEYS[2], ch .. '|' .. hd .. '|', ARGV[6], 0)
 end
 if redis.pcall('HGET', k, 'v' .. s) ~= ARGV[1] then
   return 0
 end
 redis.call('HDEL', k, 'v' .. s, 'e' .. s)
-return 1 + handon(k, KEYS[2], ARGV[3], ARGV[4] == '1')
+local woke = handon(k, KEYS[2], ch, ARGV[4] == '1')
+if woke == 2 and ARGV[7] then
+  queue(KEYS[2], ARGV[7], ch .. '|' .. hd .. '|', ARGV[8])
+end
+return 1 + woke

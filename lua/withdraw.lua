@@ -1,6 +1,7 @@
 -- withdraw: a waiting call's withdrawal from its queue, written once.
 -- protocol.go, semaphore.go and rwmutex.go put this file in front of
--- handoff.lua and rw_queue.lua, after handon.lua (whose P it uses).
+-- handoff.lua, rw_queue.lua and sem_release.lua, after handon.lua (whose P
+-- it uses).
 --
 -- withdraw(q, me, at, rg) takes off queue q the call's registrations: its
 -- entries at place at that start with me ('channel|hand|'), those up to
