@@ -300,6 +300,7 @@ type handoff struct {
 	regDeadline time.Time // its phase's deadline, on the real clock
 	counting    bool      // the masters' hand-offs under reg count: no attempt is out
 	seen        []bool    // masters that handed the key under reg
+	hints       []uint8   // a permit's call: per slot, the masters that woke it under reg saying they freed it
 	count       int
 	nudged      bool // a rollback's wake-up came under reg (see handed)
 	// back: the attempt out was made while fewer than a quorum had handed
@@ -333,6 +334,9 @@ func (w *wakeups) newHandoff(key string, place int64, cfg *config) *handoff {
 	n := len(w.r.nodes)
 	h := &handoff{r: w.r, kind: cfg.kind, key: key, value: newValue(), place: place, ttl: handTTL(cfg),
 		wake: make(chan struct{}, 1), seen: make([]bool, n)}
+	if cfg.kind == kindPermit {
+		h.hints = make([]uint8, cfg.permits)
+	}
 	w.handsMu.Lock()
 	defer w.handsMu.Unlock()
 	w.hands[h.value] = h
@@ -348,8 +352,23 @@ func (h *handoff) register(deadline time.Time) uint64 {
 	h.regStart, h.regDeadline = h.r.clock.Now(), deadline
 	h.counting = true
 	clear(h.seen)
+	clear(h.hints)
 	h.count, h.nudged = 0, false
 	return h.reg
+}
+
+// hint returns the permit slot that most masters which woke the call
+// under its latest registration said they freed, if any said one.
+func (h *handoff) hint() (int, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	best := -1
+	for s, n := range h.hints {
+		if n > 0 && (best < 0 || n > h.hints[best]) {
+			best = s
+		}
+	}
+	return best, best >= 0
 }
 
 // attempting stops counting hand-offs: an attempt of the call goes out.
@@ -393,7 +412,7 @@ func (h *handoff) registered() bool { return h != nil && h.current() > 0 }
 // failed attempt's rollback sent) is not counted: it only cuts the call's
 // wait as a word from fewer than a quorum does (see [turn.wait]). The call
 // is alive (w.handsMu held: h is in the table, see [wakeups.end]).
-func (h *handoff) handed(reg uint64, i int, nudge bool) bool {
+func (h *handoff) handed(reg uint64, i int, nudge bool, slot int) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
@@ -405,6 +424,9 @@ func (h *handoff) handed(reg uint64, i int, nudge bool) bool {
 		// Under an older registration, or while an attempt is out: the
 		// call's next rollback deletes it and queues the call again.
 		return true
+	}
+	if slot >= 0 && slot < len(h.hints) {
+		h.hints[slot]++
 	}
 	if nudge {
 		h.nudged = true
@@ -510,7 +532,7 @@ func stopTimer(t **time.Timer) {
 
 // message is a word from master i on this Redlock's channel: "h" and a
 // hand-off, "w" and a wake-up, or "r" and a rollback's wake-up (a nudge),
-// each "hand|reg|key".
+// each "hand|reg|key"; a permit's wake-up "hand|reg/slot|key".
 func (w *wakeups) message(payload string, i int) {
 	nudge := strings.HasPrefix(payload, "r")
 	woke := nudge || strings.HasPrefix(payload, "w")
@@ -522,13 +544,18 @@ func (w *wakeups) message(payload string, i int) {
 		return
 	}
 	regs, key, ok := strings.Cut(rest, "|")
+	regs, tag, tagged := strings.Cut(regs, "/")
 	reg, err := strconv.ParseUint(regs, 10, 64)
 	if !ok || err != nil {
 		return
 	}
+	slot := -1 // a permit's wake-up names the slot freed (sem_release.lua)
+	if n, err := strconv.ParseUint(tag, 10, 8); tagged && err == nil {
+		slot = int(n)
+	}
 	w.handsMu.Lock()
 	h := w.hands[hand]
-	kept := h != nil && h.key == key && h.handed(reg, i, nudge)
+	kept := h != nil && h.key == key && h.handed(reg, i, nudge, slot)
 	w.handsMu.Unlock()
 	if kept || woke {
 		return

@@ -519,6 +519,55 @@ func TestSemaphoreLoopQueuedByRelease(t *testing.T) {
 	again.Unlock(ctx)
 }
 
+// TestSemaphoreWakeNamesSlot: a release's wake-up names the slot it freed,
+// and the call it wakes asks for that one: one vote per master, not first
+// the slot it asked for before, still held.
+func TestSemaphoreWakeNamesSlot(t *testing.T) {
+	cs := clients(t, masters().Addrs()[:3])
+	name := testKey(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	holder := newRedlock(t, nodesOf(t, cs)).Semaphore(name, 2)
+	var ls []*redlock.Lock
+	for range 2 {
+		l, err := holder.TryAcquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
+	var evals atomic.Int64
+	var counted []redlock.Node
+	for _, n := range nodesOf(t, cs) {
+		counted = append(counted, evalNode{Node: n, evals: &evals})
+	}
+	// Its first attempt asks for slot 0 (a new Semaphore's first), held.
+	waiter := newRedlock(t, counted, redlock.WithBackoff(5*time.Second, 10*time.Second)).Semaphore(name, 2)
+	held := make(chan *redlock.Lock, 1)
+	go func() {
+		l, err := waiter.Acquire(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		held <- l
+	}()
+	time.Sleep(300 * time.Millisecond) // refused, and queued
+	evals.Store(0)
+	if err := ls[1].Unlock(ctx); err != nil { // slot 1
+		t.Fatal(err)
+	}
+	l := <-held
+	if l == nil {
+		t.FailNow()
+	}
+	time.Sleep(100 * time.Millisecond) // the vote a quorum did not wait for
+	if n := evals.Load(); n != int64(len(cs)) {
+		t.Errorf("the woken call sent %d scripts to %d masters for the slot given back; want one vote each", n, len(cs))
+	}
+	l.Unlock(ctx)
+	ls[0].Unlock(ctx)
+}
+
 // TestSemaphoreFencing: a fenced permit's token is larger than every
 // earlier holder's of its slot.
 func TestSemaphoreFencing(t *testing.T) {

@@ -182,7 +182,11 @@ func (t *turn) wait(ctx context.Context) (*Lock, error) {
 			case now, t.h.retried():
 				// Woken by a quorum, handed under a registration too old to
 				// leave the minimum validity, or hand-offs may never come
-				// (see poke): the attempt's rollback registers again.
+				// (see poke): the attempt's rollback registers again. A
+				// permit's call asks first for the slot the masters freed.
+				if s, ok := t.h.hint(); ok {
+					t.cfg.slot = uint8(s)
+				}
 				return nil, nil
 			case partial:
 				// Fewer than a quorum: the others' word may come with the

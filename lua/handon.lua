@@ -20,9 +20,11 @@
 --     not confirm) may fail the next one too, so the call keeps its
 --     backoff's pace rather than trying at once.
 -- An entry nobody listens to any more (its process died) is dropped, and
--- the next one told. Returns 2 when someone was told, else 0.
+-- the next one told. Returns 2 when someone was told, else 0. tag, when
+-- given, follows reg in the message ('hand|reg/tag|key'): what was freed,
+-- for the call to ask for (a permit's slot, sem_release.lua).
 local P = redis.pcall
-local function handon(k, q, skip, rb)
+local function handon(k, q, skip, rb, tag)
   -- No queue, no one to tell: most releases. From a script EXISTS costs
   -- the master about 0.3 µs, ZRANGE 0.8 (redis-server 7.0).
   if P('EXISTS', q) == 0 then
@@ -38,7 +40,7 @@ local function handon(k, q, skip, rb)
       end
       -- A channel ending in '}' is in k's slot (ShardChannel): a cluster's.
       local pub = c and c:sub(-1) == '}' and 'SPUBLISH' or 'PUBLISH'
-      if ok and (tonumber(P(pub, c, msg .. h .. '|' .. r .. '|' .. k)) or 0) > 0 then
+      if ok and (tonumber(P(pub, c, msg .. h .. '|' .. r .. (tag or '') .. '|' .. k)) or 0) > 0 then
         return 2
       elseif ok and msg == 'h' then
         P('DEL', k)

@@ -3,7 +3,8 @@
 -- of KEYS[1] is held by ARGV[1] (live or not), free it, and wake the first
 -- call waiting for a permit in KEYS[2], the queue, skipping those of the
 -- releasing Redlock's channel ARGV[3], as release.lua does for a mutex: a
--- permit is never handed, only woken for (ttl 0 in the queue). ARGV[4]
+-- permit is never handed, only woken for (ttl 0 in the queue), told the
+-- slot freed (handon.lua's tag), which it asks for first. ARGV[4]
 -- '1': a failed attempt's rollback. Returns 0, 1 (freed) or 3 (and woke).
 -- The hash and its limit stay until its PEXPIRE (its latest hold's end):
 -- a vote finds no live holder then and stores its own limit.
@@ -25,7 +26,7 @@ if redis.pcall('HGET', k, 'v' .. s) ~= ARGV[1] then
   return 0
 end
 redis.call('HDEL', k, 'v' .. s, 'e' .. s)
-local woke = handon(k, KEYS[2], ch, ARGV[4] == '1')
+local woke = handon(k, KEYS[2], ch, ARGV[4] == '1', '/' .. s)
 if woke == 2 and ARGV[7] then
   queue(KEYS[2], ARGV[7], ch .. '|' .. hd .. '|', ARGV[8])
 end
