@@ -568,6 +568,87 @@ func TestSemaphoreWakeNamesSlot(t *testing.T) {
 	ls[0].Unlock(ctx)
 }
 
+// holdNode holds back its Redlock's acquire votes while hold is set, and
+// fails them unsent when the batch's context ends.
+type holdNode struct {
+	redlock.Node
+	hold *atomic.Bool
+}
+
+func (n holdNode) Exec(ctx context.Context, cmds []*redlock.Command) {
+	if n.hold.Load() {
+		for _, c := range cmds {
+			if step, _, _ := c.About(); step == "acquire" {
+				<-ctx.Done()
+				for _, c := range cmds {
+					c.Err = ctx.Err()
+				}
+				return
+			}
+		}
+	}
+	n.Node.Exec(ctx, cmds)
+}
+
+// TestSemaphoreWokenGiveUpWakesNext: a call that a release woke, and
+// that gives up before it takes the permit, passes the wake-up on: the
+// call queued behind it gets the permit at once, not at its backoff.
+func TestSemaphoreWokenGiveUpWakesNext(t *testing.T) {
+	cs := clients(t, masters().Addrs()[:3])
+	name := testKey(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	slow := redlock.WithBackoff(5*time.Second, 10*time.Second) // no attempt but on a wake-up
+	first, err := newRedlock(t, nodesOf(t, cs)).Semaphore(name, 1).TryAcquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hold atomic.Bool
+	var held []redlock.Node
+	for _, n := range nodesOf(t, cs) {
+		held = append(held, holdNode{Node: n, hold: &hold})
+	}
+	gctx, giveUp := context.WithCancel(ctx)
+	defer giveUp()
+	gave := make(chan error, 1)
+	go func() {
+		_, err := newRedlock(t, held, slow).Semaphore(name, 1).Acquire(gctx)
+		gave <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // queued first
+	got := make(chan time.Time, 1)
+	go func() {
+		l, err := newRedlock(t, nodesOf(t, cs), slow).Semaphore(name, 1).Acquire(ctx)
+		if err != nil {
+			t.Error(err)
+			close(got)
+			return
+		}
+		got <- time.Now()
+		l.Unlock(ctx)
+	}()
+	time.Sleep(200 * time.Millisecond)
+	hold.Store(true)
+	if err := first.Unlock(ctx); err != nil { // wakes the first call, whose attempt is held back
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	giveUp()
+	if err := <-gave; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the woken call gave up with %v; want context.Canceled", err)
+	}
+	gaveUp := time.Now()
+	at, ok := <-got
+	if !ok {
+		t.FailNow()
+	}
+	d := at.Sub(gaveUp)
+	if d > time.Second {
+		t.Errorf("the call behind got the permit %v after the woken one gave up; want the wake-up passed on, well before its 5s backoff", d)
+	}
+	t.Logf("the call behind got the permit %v after the woken one gave up", d)
+}
+
 // TestSemaphoreFencing: a fenced permit's token is larger than every
 // earlier holder's of its slot.
 func TestSemaphoreFencing(t *testing.T) {

@@ -35,7 +35,7 @@ end
 -- not queue then. The call's registrations are all at its place ARGV[8]
 -- (an Unlock moves it behind the next holder, and passes the place it
 -- leaves).
-local newer = withdraw(q, me, ARGV[8], rg)
+local newer, took = withdraw(q, me, ARGV[8], rg)
 me = me .. ttl .. '|' .. rg
 local rq = pl ~= '0' and rg ~= 0 and not newer
 local bh = rq and ARGV[7] == '1'
@@ -59,7 +59,12 @@ local first = again and ARGV[11] ~= '1' and (v ~= ARGV[1] or ARGV[10] == '1')
 if first then
   P('ZADD', q, pl, me)
 end
-if n == 1 or v == false and first then
+-- passed: a call that gives up (rg 0, no place to queue again) and has no
+-- entry left here, where the key is free: a release woke it (handon.lua
+-- took its entry off), and it will not take the key. It wakes the next
+-- call, which would otherwise wait for its backoff.
+local passed = rg == 0 and pl == '0' and took == 0 and v == false
+if n == 1 or v == false and first or passed then
   -- again: no entry is skipped. A rollback that freed the call's own
   -- attempt only nudges a woken call (handon.lua); so does one that finds
   -- the key free on a master whose restart gate (ARGV[9] ms, '0': none)
