@@ -182,11 +182,8 @@ func (t *turn) wait(ctx context.Context) (*Lock, error) {
 			case now, t.h.retried():
 				// Woken by a quorum, handed under a registration too old to
 				// leave the minimum validity, or hand-offs may never come
-				// (see poke): the attempt's rollback registers again. A
-				// permit's call asks first for the slot the masters freed.
-				if s, ok := t.h.hint(); ok {
-					t.cfg.slot = uint8(s)
-				}
+				// (see poke): the attempt's rollback registers again.
+				t.hinted()
 				return nil, nil
 			case partial:
 				// Fewer than a quorum: the others' word may come with the
@@ -207,8 +204,20 @@ func (t *turn) wait(ctx context.Context) (*Lock, error) {
 				t.r.started(ctx, nil, l, t.cfg, t.h.regStart)
 				return l, nil
 			}
+			t.hinted()
 		}
 		return nil, nil
+	}
+}
+
+// hinted makes a permit's call ask first for the slot the masters that
+// woke it said they freed, when it is one of the call's own limit: the
+// registration may be an Unlock's under another limit (see
+// [wakeups.behind]), and a vote for a slot at or above the limit would
+// hold a permit the limit does not have.
+func (t *turn) hinted() {
+	if s, ok := t.h.hint(); ok && s < int(t.cfg.permits) {
+		t.cfg.slot = uint8(s)
 	}
 }
 

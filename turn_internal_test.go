@@ -441,3 +441,31 @@ func unlockWaited(t *testing.T, admin []*redis.Client, a, b *Redlock, key string
 	}
 	return gotB
 }
+
+// TestHintWithinLimit: a permit's call asks first for the slot most of the
+// masters that woke it freed, but never for one at or above its own
+// limit (a registration an Unlock under another limit left behind).
+func TestHintWithinLimit(t *testing.T) {
+	h := &handoff{hints: make([]uint8, 4)}
+	cfg := &config{kind: kindPermit, permits: 2, slot: 0}
+	tr := &turn{h: h, cfg: cfg}
+	tr.hinted()
+	if cfg.slot != 0 {
+		t.Fatalf("no hint: slot %d, want 0 kept", cfg.slot)
+	}
+	h.hints[3], h.hints[1] = 3, 1
+	tr.hinted()
+	if cfg.slot != 0 {
+		t.Fatalf("hint of slot 3 under a limit of 2: slot %d, want 0 kept", cfg.slot)
+	}
+	h.hints[3] = 0
+	tr.hinted()
+	if cfg.slot != 1 {
+		t.Fatalf("hint of slot 1: slot %d, want 1", cfg.slot)
+	}
+	h.hints[0] = 2
+	tr.hinted()
+	if cfg.slot != 0 {
+		t.Fatalf("slot 0 named by 2 masters, slot 1 by 1: slot %d, want 0", cfg.slot)
+	}
+}
