@@ -176,3 +176,29 @@ func TestSemaphoreMutantsKilled(t *testing.T) {
 		})
 	}
 }
+
+// TestSemaphoreVoteSlotWithinLimit: a master refuses, with an error, a
+// vote for a slot at or above the call's limit, whatever the client sent:
+// slots 0 to L-1 are the only permits, so at most L hold (see the turn's
+// hinted, which never asks for one).
+func TestSemaphoreVoteSlotWithinLimit(t *testing.T) {
+	c := clients(t, masters.Addrs()[:1])[0]
+	ctx := context.Background()
+	key := kindPermit.base(testKey(t))
+	for _, slot := range []int{2, 3, 63} {
+		err := c.Eval(ctx, semAcquireSrc.(string), []string{key, FenceKey(key)}, "v", slot, 30000, "2", 0).Err()
+		if err == nil || !strings.Contains(err.Error(), "SLOT") {
+			t.Errorf("a vote for slot %d under a limit of 2: %v; want a SLOT error", slot, err)
+		}
+	}
+	// A renewal's repair takes a free slot: not one past the limit either.
+	if n, err := c.Eval(ctx, semExtendSrc.(string), []string{key}, "v", 2, 30000, 1, "2").Int(); n != 0 || err != nil {
+		t.Errorf("a renewal's repair of slot 2 under a limit of 2: %d, %v; want 0", n, err)
+	}
+	if n := c.HLen(ctx, key).Val(); n != 0 {
+		t.Errorf("the refused votes left %d fields in the semaphore's hash; want none", n)
+	}
+	if err := c.Eval(ctx, semAcquireSrc.(string), []string{key, FenceKey(key)}, "v", 1, 30000, "2", 0).Err(); err != nil {
+		t.Errorf("a vote for slot 1 under a limit of 2: %v", err)
+	}
+}

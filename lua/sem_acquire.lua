@@ -10,6 +10,11 @@
 --     L. Nothing is written then: a caller with another limit never takes
 --     a slot while a holder of the stored one lives (see "Semaphore" in
 --     docs/internals.md).
+--   - the error 'SLOT <s>': the slot is not below the call's limit. The
+--     permits are slots 0 to L-1, whatever a client asks.
+if tonumber(s) >= tonumber(ARGV[4]) then
+  return redis.error_reply('SLOT ' .. s)
+end
 -- The slot's live holder and the stored limit, in one read.
 local v, L = holder(s, 'L')
 if type(L) == 'table' then
