@@ -347,15 +347,7 @@ func TestSemaphoreAcquireWaits(t *testing.T) {
 	cs := clients(t, masters().Addrs()[:3])
 	name := testKey(t)
 	ctx := context.Background()
-	held := newRedlock(t, nodesOf(t, cs)).Semaphore(name, 2)
-	var ls []*redlock.Lock
-	for range 2 {
-		l, err := held.TryAcquire(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-	}
+	ls := takePermits(t, ctx, newRedlock(t, nodesOf(t, cs)).Semaphore(name, 2), 2)
 	var wg sync.WaitGroup
 	got := make(chan error, 1)
 	wg.Go(func() {
@@ -437,6 +429,48 @@ func TestSemaphoreUnlockOneRequest(t *testing.T) {
 	}
 }
 
+// takePermits takes n permits of s, each with TryAcquire.
+func takePermits(t *testing.T, ctx context.Context, s *redlock.Semaphore, n int) []*redlock.Lock {
+	t.Helper()
+	var ls []*redlock.Lock
+	for range n {
+		l, err := s.TryAcquire(ctx)
+		if err != nil {
+			t.Fatalf("TryAcquire with %d held: %v", len(ls), err)
+		}
+		ls = append(ls, l)
+	}
+	return ls
+}
+
+// wakeOnly is a backoff so long that a waiting call tries only when a
+// release wakes it, within a test.
+var wakeOnly = redlock.WithBackoff(5*time.Second, 10*time.Second)
+
+// oneHeld returns 3 masters, a new name whose 1 permit is held (first),
+// and a context for the test.
+func oneHeld(t *testing.T, timeout time.Duration) (cs []*redis.Client, name string, ctx context.Context, first *redlock.Lock) {
+	t.Helper()
+	cs = clients(t, masters().Addrs()[:3])
+	name = testKey(t)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	first, err := newRedlock(t, nodesOf(t, cs)).Semaphore(name, 1).TryAcquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs, name, ctx, first
+}
+
+// wrapped returns the Nodes of cs, each wrapped by wrap.
+func wrapped(t *testing.T, cs []*redis.Client, wrap func(redlock.Node) redlock.Node) []redlock.Node {
+	var ns []redlock.Node
+	for _, n := range nodesOf(t, cs) {
+		ns = append(ns, wrap(n))
+	}
+	return ns
+}
+
 // evalNode counts the scripts its Redlock sends the master.
 type evalNode struct {
 	redlock.Node
@@ -457,22 +491,11 @@ func (n evalNode) Exec(ctx context.Context, cmds []*redlock.Command) {
 // waits is queued again by the release itself, behind the call it woke:
 // its next Acquire sends nothing until a release wakes it.
 func TestSemaphoreLoopQueuedByRelease(t *testing.T) {
-	cs := clients(t, masters().Addrs()[:3])
-	name := testKey(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	slow := redlock.WithBackoff(5*time.Second, 10*time.Second) // no attempt but on a wake-up
-	first, err := newRedlock(t, nodesOf(t, cs)).Semaphore(name, 1).TryAcquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs, name, ctx, first := oneHeld(t, 10*time.Second)
 	var evals atomic.Int64
-	var counted []redlock.Node
-	for _, n := range nodesOf(t, cs) {
-		counted = append(counted, evalNode{Node: n, evals: &evals})
-	}
-	loop := newRedlock(t, counted, slow).Semaphore(name, 1)
-	other := newRedlock(t, nodesOf(t, cs), slow).Semaphore(name, 1)
+	counted := wrapped(t, cs, func(n redlock.Node) redlock.Node { return evalNode{Node: n, evals: &evals} })
+	loop := newRedlock(t, counted, wakeOnly).Semaphore(name, 1)
+	other := newRedlock(t, nodesOf(t, cs), wakeOnly).Semaphore(name, 1)
 	held := make(chan *redlock.Lock, 2)
 	acquire := func(s *redlock.Semaphore) {
 		l, err := s.Acquire(ctx)
@@ -527,22 +550,11 @@ func TestSemaphoreWakeNamesSlot(t *testing.T) {
 	name := testKey(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	holder := newRedlock(t, nodesOf(t, cs)).Semaphore(name, 2)
-	var ls []*redlock.Lock
-	for range 2 {
-		l, err := holder.TryAcquire(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-	}
+	ls := takePermits(t, ctx, newRedlock(t, nodesOf(t, cs)).Semaphore(name, 2), 2)
 	var evals atomic.Int64
-	var counted []redlock.Node
-	for _, n := range nodesOf(t, cs) {
-		counted = append(counted, evalNode{Node: n, evals: &evals})
-	}
+	counted := wrapped(t, cs, func(n redlock.Node) redlock.Node { return evalNode{Node: n, evals: &evals} })
 	// Its first attempt asks for slot 0 (a new Semaphore's first), held.
-	waiter := newRedlock(t, counted, redlock.WithBackoff(5*time.Second, 10*time.Second)).Semaphore(name, 2)
+	waiter := newRedlock(t, counted, wakeOnly).Semaphore(name, 2)
 	held := make(chan *redlock.Lock, 1)
 	go func() {
 		l, err := waiter.Acquire(ctx)
@@ -594,31 +606,20 @@ func (n holdNode) Exec(ctx context.Context, cmds []*redlock.Command) {
 // that gives up before it takes the permit, passes the wake-up on: the
 // call queued behind it gets the permit at once, not at its backoff.
 func TestSemaphoreWokenGiveUpWakesNext(t *testing.T) {
-	cs := clients(t, masters().Addrs()[:3])
-	name := testKey(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	slow := redlock.WithBackoff(5*time.Second, 10*time.Second) // no attempt but on a wake-up
-	first, err := newRedlock(t, nodesOf(t, cs)).Semaphore(name, 1).TryAcquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs, name, ctx, first := oneHeld(t, 15*time.Second)
 	var hold atomic.Bool
-	var held []redlock.Node
-	for _, n := range nodesOf(t, cs) {
-		held = append(held, holdNode{Node: n, hold: &hold})
-	}
+	held := wrapped(t, cs, func(n redlock.Node) redlock.Node { return holdNode{Node: n, hold: &hold} })
 	gctx, giveUp := context.WithCancel(ctx)
 	defer giveUp()
 	gave := make(chan error, 1)
 	go func() {
-		_, err := newRedlock(t, held, slow).Semaphore(name, 1).Acquire(gctx)
+		_, err := newRedlock(t, held, wakeOnly).Semaphore(name, 1).Acquire(gctx)
 		gave <- err
 	}()
 	time.Sleep(200 * time.Millisecond) // queued first
 	got := make(chan time.Time, 1)
 	go func() {
-		l, err := newRedlock(t, nodesOf(t, cs), slow).Semaphore(name, 1).Acquire(ctx)
+		l, err := newRedlock(t, nodesOf(t, cs), wakeOnly).Semaphore(name, 1).Acquire(ctx)
 		if err != nil {
 			t.Error(err)
 			close(got)
@@ -682,15 +683,7 @@ func TestSemaphoreWakeUp(t *testing.T) {
 	cs := clients(t, c.Addrs())
 	name := testKey(t)
 	ctx := context.Background()
-	holder := newRedlock(t, nodesOf(t, cs)).Semaphore(name, 2)
-	var ls []*redlock.Lock
-	for range 2 {
-		l, err := holder.TryAcquire(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-	}
+	ls := takePermits(t, ctx, newRedlock(t, nodesOf(t, cs)).Semaphore(name, 2), 2)
 	waiter := newRedlock(t, nodesOf(t, clients(t, c.Addrs())), redlock.WithBackoff(5*time.Second, 10*time.Second))
 	got := make(chan error, 1)
 	var at time.Time
