@@ -550,8 +550,10 @@ func (w *wakeups) message(payload string, i int) {
 		return
 	}
 	slot := -1 // a permit's wake-up names the slot freed (sem_release.lua)
-	if n, err := strconv.ParseUint(tag, 10, 8); tagged && err == nil {
-		slot = int(n)
+	if tagged {
+		if n, err := strconv.ParseUint(tag, 10, 8); err == nil {
+			slot = int(n)
+		}
 	}
 	w.handsMu.Lock()
 	h := w.hands[hand]

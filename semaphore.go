@@ -249,10 +249,12 @@ func permitArgs(a []any, q *request, key, value, ms any) []any {
 			return append(a, "eval", semHandoffSrc, int64(2), key, wk, value, waiter, q.Place, q.Hand, int64(q.Reg), int64(0), bit(q.Behind), q.Queued, gateArg(q), bit(q.Back), bit(q.Yield))
 		case q.Hand == "" && q.Value != "":
 			return append(a, "eval", semReleaseSrc, int64(2), key, wk, value, slot, waiter, bit(q.rollback))
-		case q.Reg == 0 && q.Place == 0: // an Unlock's release that withdraws the call (see Lock.release)
-			return append(a, "eval", semReleaseWithdrawSrc, int64(2), key, wk, value, slot, waiter, bit(q.rollback), q.Hand, q.Queued)
-		case q.Behind: // and queues it again behind the call it wakes (wakeups.stay)
-			return append(a, "eval", semReleaseWithdrawSrc, int64(2), key, wk, value, slot, waiter, bit(q.rollback), q.Hand, q.Queued, q.Place, int64(q.Reg))
+		case q.Reg == 0 && q.Place == 0, q.Behind: // an Unlock's release that withdraws the call (see Lock.release)
+			a = append(a, "eval", semReleaseWithdrawSrc, int64(2), key, wk, value, slot, waiter, bit(q.rollback), q.Hand, q.Queued)
+			if q.Behind { // and queues it again behind the call it wakes (wakeups.stay)
+				a = append(a, q.Place, int64(q.Reg))
+			}
+			return a
 		}
 		return a
 	default:

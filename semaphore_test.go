@@ -580,35 +580,13 @@ func TestSemaphoreWakeNamesSlot(t *testing.T) {
 	ls[0].Unlock(ctx)
 }
 
-// holdNode holds back its Redlock's acquire votes while hold is set, and
-// fails them unsent when the batch's context ends.
-type holdNode struct {
-	redlock.Node
-	hold *atomic.Bool
-}
-
-func (n holdNode) Exec(ctx context.Context, cmds []*redlock.Command) {
-	if n.hold.Load() {
-		for _, c := range cmds {
-			if step, _, _ := c.About(); step == "acquire" {
-				<-ctx.Done()
-				for _, c := range cmds {
-					c.Err = ctx.Err()
-				}
-				return
-			}
-		}
-	}
-	n.Node.Exec(ctx, cmds)
-}
-
 // TestSemaphoreWokenGiveUpWakesNext: a call that a release woke, and
 // that gives up before it takes the permit, passes the wake-up on: the
 // call queued behind it gets the permit at once, not at its backoff.
 func TestSemaphoreWokenGiveUpWakesNext(t *testing.T) {
 	cs, name, ctx, first := oneHeld(t, 15*time.Second)
-	var hold atomic.Bool
-	held := wrapped(t, cs, func(n redlock.Node) redlock.Node { return holdNode{Node: n, hold: &hold} })
+	var paused atomic.Bool // its attempt's votes wait for their deadline, unsent
+	held := wrapped(t, cs, func(n redlock.Node) redlock.Node { return pausedNode{Node: n, paused: &paused} })
 	gctx, giveUp := context.WithCancel(ctx)
 	defer giveUp()
 	gave := make(chan error, 1)
@@ -629,12 +607,13 @@ func TestSemaphoreWokenGiveUpWakesNext(t *testing.T) {
 		l.Unlock(ctx)
 	}()
 	time.Sleep(200 * time.Millisecond)
-	hold.Store(true)
+	paused.Store(true)
 	if err := first.Unlock(ctx); err != nil { // wakes the first call, whose attempt is held back
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond)
 	giveUp()
+	paused.Store(false) // its withdrawal goes out
 	if err := <-gave; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the woken call gave up with %v; want context.Canceled", err)
 	}

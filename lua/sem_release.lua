@@ -18,9 +18,10 @@
 -- for the Redlock's next Acquire, which then waits its turn without a
 -- request (handoff.lua's Unlock, ARGV[7] '1' there). The Unlock is one
 -- request per master.
-local k, s, ch, hd = KEYS[1], ARGV[2], ARGV[3], ARGV[5]
-if hd then
-  withdraw(KEYS[2], ch .. '|' .. hd .. '|', ARGV[6], 0)
+local k, s, ch = KEYS[1], ARGV[2], ARGV[3]
+local me = ARGV[5] and ch .. '|' .. ARGV[5] .. '|'
+if me then
+  withdraw(KEYS[2], me, ARGV[6], 0)
 end
 if redis.pcall('HGET', k, 'v' .. s) ~= ARGV[1] then
   return 0
@@ -28,6 +29,6 @@ end
 redis.call('HDEL', k, 'v' .. s, 'e' .. s)
 local woke = handon(k, KEYS[2], ch, ARGV[4] == '1', '/' .. s)
 if woke == 2 and ARGV[7] then
-  queue(KEYS[2], ARGV[7], ch .. '|' .. hd .. '|', ARGV[8])
+  queue(KEYS[2], ARGV[7], me, ARGV[8])
 end
 return 1 + woke
