@@ -509,6 +509,72 @@ func TestRWMutexLastReaderWakesWriter(t *testing.T) {
 	settle(rb)
 }
 
+// TestRWMutexWokenWriterGiveUpWakesNext: the last reader's Unlock wakes
+// the first waiting writer and takes its entry off the queue. When that
+// writer gives up before it tries (here its wake-up is lost on the way: a
+// slow client), the writer behind it is woken at once, not left asleep
+// until its backoff with the lock free.
+func TestRWMutexWokenWriterGiveUpWakesNext(t *testing.T) {
+	cs := clients(t, masters().Addrs()[:3])
+	name := testKey(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	rd := mustRLock(t, newRedlock(t, nodesOf(t, cs)).RWMutex(name))
+	var deaf atomic.Bool // its wake-ups are dropped
+	slow := wrapped(t, cs, func(n redlock.Node) redlock.Node { return deafNode{Node: n, deaf: &deaf} })
+	gctx, giveUp := context.WithCancel(ctx)
+	defer giveUp()
+	gave := make(chan error, 1)
+	go func() {
+		_, err := newRedlock(t, slow, wakeOnly).RWMutex(name).Lock(gctx)
+		gave <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // queued first
+	got := make(chan time.Time, 1)
+	go func() {
+		w, err := newRedlock(t, nodesOf(t, cs), wakeOnly).RWMutex(name).Lock(ctx)
+		if err != nil {
+			t.Error(err)
+			close(got)
+			return
+		}
+		got <- time.Now()
+		w.Unlock(ctx)
+	}()
+	time.Sleep(200 * time.Millisecond)
+	deaf.Store(true)
+	unlock(t, rd) // wakes the first writer, which does not hear it
+	time.Sleep(100 * time.Millisecond)
+	giveUp()
+	if err := <-gave; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the woken writer gave up with %v; want context.Canceled", err)
+	}
+	gaveUp := time.Now()
+	at, ok := <-got
+	if !ok {
+		t.FailNow()
+	}
+	d := at.Sub(gaveUp)
+	if d > time.Second {
+		t.Errorf("the writer behind got the lock %v after the woken one gave up; want the wake-up passed on, well before its 5s backoff", d)
+	}
+	t.Logf("the writer behind got the lock %v after the woken one gave up", d)
+}
+
+// deafNode drops the wake-ups its subscriptions receive while deaf is set.
+type deafNode struct {
+	redlock.Node
+	deaf *atomic.Bool
+}
+
+func (n deafNode) Subscribe(ctx context.Context, channel string, deliver func(redlock.Message)) (redlock.Subscription, error) {
+	return n.Node.Subscribe(ctx, channel, func(m redlock.Message) {
+		if !n.deaf.Load() {
+			deliver(m)
+		}
+	})
+}
+
 // TestRWMutexFencingDefault: a Redlock made WithFencing gives its writers
 // tokens, and its readers none (not a *ConfigError): the default applies
 // to the calls that take tokens.

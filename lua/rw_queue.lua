@@ -12,16 +12,26 @@
 -- A writer's withdrawal (rg 0: it gave up, or it unlocks) also drops its
 -- claim (rw_claim.lua, at the place its registrations are queued at): the
 -- one way a claim goes before it expires. Readers it held back are woken
--- when nothing else does.
+-- when nothing else does; a woken writer that gives up wakes the next
+-- (passed, below).
 local k, role, ch, pl, hd, rg = KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
 local q = role == 'r' and RQ or WQ
 local me, woke = ch .. '|' .. hd .. '|', 0
-local newer = withdraw(q, me, ARGV[6], rg)
-if rg == 0 and role == 'w' and redis.call('HDEL', k, claim(ARGV[6], hd)) == 1 then
+local newer, took = withdraw(q, me, ARGV[6], rg)
+-- passed: a writer that gives up (no place to queue again) with no entry
+-- left here: a release woke it (handon.lua took its entry off), and it
+-- will not take the lock. Where the lock is free of readers and a writer,
+-- it wakes the next writer, which would otherwise wait for its backoff
+-- (handoff.lua's rule for a mutex's calls).
+local passed = rg == 0 and role == 'w' and pl == '0' and took == 0
+if rg == 0 and role == 'w' and (redis.call('HDEL', k, claim(ARGV[6], hd)) == 1 or passed) then
   local r, w, c, last = scan(k)
   expire(k, last)
   if not w and c == 0 then
     woke = wakeall(RQ, k, false)
+  end
+  if passed and not w and r == 0 then
+    woke = math.max(woke, handon(k, WQ, nil, false))
   end
 end
 if pl ~= '0' and rg ~= 0 and not newer then
