@@ -12,6 +12,9 @@ NESTED = chaos cmd/redlock redlockotel redlockrueidis bench
 SIM_SCHEDULES ?= 3000
 SIM_SEM_SCHEDULES ?= 300
 SIM_RW_SCHEDULES ?= 300
+# The simulation's tests: test-sim runs them, under -race with their few
+# default schedules and then without it, and test-root leaves them out.
+SIM_TESTS = ^TestSim$$|^TestSimSem$$|^TestSimRW$$
 
 .PHONY: test test-build test-timed test-root test-times test-chaos test-docker test-sim vet chaos redis-server soak tidy modules release
 # The simulation's masters (internal/sim, imported by tests only) run the
@@ -21,10 +24,12 @@ SIM_RW_SCHEDULES ?= 300
 RACE_FLAGS = -race -gcflags=github.com/yuin/gopher-lua/...=-race=false
 
 # make test: after test-build, two streams side by side (make -Oline):
-#  - test-sim: the simulation's long non-race runs at the lowest CPU
-#    priority (nice 19), on what the other stream leaves idle. Its masters
-#    run in virtual time: load cannot fail it, and at nice 19 it takes
-#    nothing from the tests that measure time;
+#  - test-sim: the simulation's tests, under -race and then the long
+#    non-race runs, at the lowest CPU priority (nice 19), on what the other
+#    stream leaves idle. Their masters run in virtual time: load cannot
+#    fail them, and at nice 19 they take nothing from the tests that
+#    measure time (under -race, in test-root, they took both cores for
+#    their 10 to 25 s);
 #  - test-timed: the tests that measure time, in three stages, each
 #    printed whole as it ends. Figures: README.md, "Contributing: commands".
 #  1. test-root: the root module's tests with redlockrueidis's,
@@ -66,6 +71,7 @@ test-timed:
 # its own binaries before it runs any (scripts/test-pool.sh), beside only
 # the simulation, at nice 19; the later stages then only link.
 test-build:
+	$(GO) test $(RACE_FLAGS) -count=1 -exec /bin/true -run '^TestSim' .
 	$(GO) test -count=1 -exec /bin/true -run '^TestSim' .
 	cd chaos && $(GO) test $(RACE_FLAGS) -count=1 -exec /bin/true ./...
 	cd cmd/redlock && $(GO) build -o /dev/null .
@@ -100,11 +106,13 @@ TIMES_OUT ?=
 test-times:
 	$(MAKE) --no-print-directory test-root TIMES_OUT=$(CURDIR)/scripts/test-times.txt
 test-root:
-	GO=$(GO) WORKERS=$(POOL_WORKERS) TIMES_OUT=$(TIMES_OUT) MODULES="$(POOL_MODULES)" bash scripts/test-pool.sh $(RACE_FLAGS) -- -test.count=1 -test.timeout=15m -test.parallel=12
+	GO=$(GO) WORKERS=$(POOL_WORKERS) TIMES_OUT=$(TIMES_OUT) SKIP='$(SIM_TESTS)' MODULES="$(POOL_MODULES)" bash scripts/test-pool.sh $(RACE_FLAGS) -- -test.count=1 -test.timeout=15m -test.parallel=12
 
-# The simulations again without -race, which costs them ten times the
-# CPU: thousands of schedules (sim_test.go), at nice 19.
+# The simulation's tests under -race (their default schedules: 100, 40 and
+# 40), then again without -race, which costs them ten times the CPU:
+# thousands of schedules (sim_test.go), at nice 19.
 test-sim:
+	nice -n 19 $(GO) test $(RACE_FLAGS) -count=1 -timeout 10m -run '$(SIM_TESTS)' .
 	nice -n 19 $(GO) test -count=1 -timeout 10m -run 'TestSim$$' . -sim.schedules=$(SIM_SCHEDULES)
 	nice -n 19 $(GO) test -count=1 -timeout 10m -run 'TestSimSem$$|TestSimRW$$' . -sim.schedules=$(SIM_SEM_SCHEDULES) -sim.rw.schedules=$(SIM_RW_SCHEDULES)
 
