@@ -524,41 +524,14 @@ func TestRWMutexWokenWriterGiveUpWakesNext(t *testing.T) {
 	slow := wrapped(t, cs, func(n redlock.Node) redlock.Node { return deafNode{Node: n, deaf: &deaf} })
 	gctx, giveUp := context.WithCancel(ctx)
 	defer giveUp()
-	gave := make(chan error, 1)
-	go func() {
-		_, err := newRedlock(t, slow, wakeOnly).RWMutex(name).Lock(gctx)
-		gave <- err
-	}()
-	time.Sleep(200 * time.Millisecond) // queued first
-	got := make(chan time.Time, 1)
-	go func() {
-		w, err := newRedlock(t, nodesOf(t, cs), wakeOnly).RWMutex(name).Lock(ctx)
-		if err != nil {
-			t.Error(err)
-			close(got)
-			return
-		}
-		got <- time.Now()
-		w.Unlock(ctx)
-	}()
-	time.Sleep(200 * time.Millisecond)
+	gave, got := twoWaiting(t, ctx, gctx,
+		newRedlock(t, slow, wakeOnly).RWMutex(name).Lock,
+		newRedlock(t, nodesOf(t, cs), wakeOnly).RWMutex(name).Lock)
 	deaf.Store(true)
 	unlock(t, rd) // wakes the first writer, which does not hear it
 	time.Sleep(100 * time.Millisecond)
 	giveUp()
-	if err := <-gave; !errors.Is(err, context.Canceled) {
-		t.Fatalf("the woken writer gave up with %v; want context.Canceled", err)
-	}
-	gaveUp := time.Now()
-	at, ok := <-got
-	if !ok {
-		t.FailNow()
-	}
-	d := at.Sub(gaveUp)
-	if d > time.Second {
-		t.Errorf("the writer behind got the lock %v after the woken one gave up; want the wake-up passed on, well before its 5s backoff", d)
-	}
-	t.Logf("the writer behind got the lock %v after the woken one gave up", d)
+	passedOn(t, gave, got, "lock")
 }
 
 // deafNode drops the wake-ups its subscriptions receive while deaf is set.

@@ -589,24 +589,9 @@ func TestSemaphoreWokenGiveUpWakesNext(t *testing.T) {
 	held := wrapped(t, cs, func(n redlock.Node) redlock.Node { return pausedNode{Node: n, paused: &paused} })
 	gctx, giveUp := context.WithCancel(ctx)
 	defer giveUp()
-	gave := make(chan error, 1)
-	go func() {
-		_, err := newRedlock(t, held, wakeOnly).Semaphore(name, 1).Acquire(gctx)
-		gave <- err
-	}()
-	time.Sleep(200 * time.Millisecond) // queued first
-	got := make(chan time.Time, 1)
-	go func() {
-		l, err := newRedlock(t, nodesOf(t, cs), wakeOnly).Semaphore(name, 1).Acquire(ctx)
-		if err != nil {
-			t.Error(err)
-			close(got)
-			return
-		}
-		got <- time.Now()
-		l.Unlock(ctx)
-	}()
-	time.Sleep(200 * time.Millisecond)
+	gave, got := twoWaiting(t, ctx, gctx,
+		newRedlock(t, held, wakeOnly).Semaphore(name, 1).Acquire,
+		newRedlock(t, nodesOf(t, cs), wakeOnly).Semaphore(name, 1).Acquire)
 	paused.Store(true)
 	if err := first.Unlock(ctx); err != nil { // wakes the first call, whose attempt is held back
 		t.Fatal(err)
@@ -614,6 +599,39 @@ func TestSemaphoreWokenGiveUpWakesNext(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	giveUp()
 	paused.Store(false) // its withdrawal goes out
+	passedOn(t, gave, got, "permit")
+}
+
+// twoWaiting starts two calls that queue one after the other: first
+// under gctx (gave: its error), then second under ctx (got: when it held;
+// it then unlocks).
+func twoWaiting(t *testing.T, ctx, gctx context.Context, first, second func(context.Context, ...redlock.Option) (*redlock.Lock, error)) (gave <-chan error, got <-chan time.Time) {
+	t.Helper()
+	gv, gt := make(chan error, 1), make(chan time.Time, 1)
+	go func() {
+		_, err := first(gctx)
+		gv <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // queued first
+	go func() {
+		l, err := second(ctx)
+		if err != nil {
+			t.Error(err)
+			close(gt)
+			return
+		}
+		gt <- time.Now()
+		l.Unlock(ctx)
+	}()
+	time.Sleep(200 * time.Millisecond)
+	return gv, gt
+}
+
+// passedOn checks that a woken call gave up (gave: its error), and that the
+// call behind it got what it waited for (got: when) well before its
+// backoff (wakeOnly): the wake-up was passed on.
+func passedOn(t *testing.T, gave <-chan error, got <-chan time.Time, what string) {
+	t.Helper()
 	if err := <-gave; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the woken call gave up with %v; want context.Canceled", err)
 	}
@@ -624,9 +642,9 @@ func TestSemaphoreWokenGiveUpWakesNext(t *testing.T) {
 	}
 	d := at.Sub(gaveUp)
 	if d > time.Second {
-		t.Errorf("the call behind got the permit %v after the woken one gave up; want the wake-up passed on, well before its 5s backoff", d)
+		t.Errorf("the call behind got the %s %v after the woken one gave up; want the wake-up passed on, well before its 5s backoff", what, d)
 	}
-	t.Logf("the call behind got the permit %v after the woken one gave up", d)
+	t.Logf("the call behind got the %s %v after the woken one gave up", what, d)
 }
 
 // TestSemaphoreFencing: a fenced permit's token is larger than every
