@@ -98,7 +98,9 @@ type request struct {
 	// key with an attempt of its own (a fenced, owned, gated or replica-
 	// confirmed lock's call), and this call waits its turn behind it (see
 	// [mark]). Without it, a registration that finds the key free is
-	// handed it, or woken, at once.
+	// handed it, or woken, at once. On an RWMutex call's withdrawal sent
+	// ahead of its lock's release (no Place), it wakes no one: the release
+	// right behind it wakes whom the lock's state calls for (rw_queue.lua).
 	Yield bool
 	// Queued, with Hand, is the place the call's registrations so far are
 	// queued at (Place, unless an Unlock moves the call behind the next

@@ -688,6 +688,10 @@ func (l *Lock) release(ctx context.Context, unlock bool, h *handoff) *phase {
 		l.stayReg = q.Reg
 	case l.h != nil:
 		reg.Hand, reg.Queued = l.h.value, l.h.at()
+		// A withdrawal on its own, ahead of the release: that release
+		// wakes the next call where the lock is free, so the withdrawal
+		// wakes none (a give-up's, unhand's, does).
+		reg.Yield = reg != &q
 	}
 	if reg != &q && reg.Hand != "" {
 		l.r.startPhase(ctx, deadline, false, *reg)

@@ -534,6 +534,81 @@ func TestRWMutexWokenWriterGiveUpWakesNext(t *testing.T) {
 	passedOn(t, gave, got, "lock")
 }
 
+// TestRWMutexWriterUnlockWakesOneWriter: a woken writer that took the lock
+// without one master (its vote there failed) has no entry left on that
+// master's queue. Its Unlock there takes its call off the queue, then
+// releases: the release wakes the next writer, and the withdrawal must not
+// wake one too, as a give-up's does (the writer after that one would lose
+// its place on that master for a wake-up it cannot use).
+func TestRWMutexWriterUnlockWakesOneWriter(t *testing.T) {
+	cs := clients(t, masters().Addrs()[:3])
+	name := testKey(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	for _, c := range cs { // connected: the reader's vote reaches every master
+		if err := c.Ping(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rd := mustRLock(t, newRedlock(t, nodesOf(t, cs)).RWMutex(name))
+	for i, rs := range rwEntries(t, cs, name, "r") {
+		if len(rs) != 1 {
+			t.Fatalf("master %d holds readers %q; want the one", i, rs)
+		}
+	}
+	var cut atomic.Bool
+	ns := nodesOf(t, cs)
+	first := newRedlock(t, []redlock.Node{ns[0], ns[1], cutNode{ns[2], &cut}}, wakeOnly).RWMutex(name)
+	held := make(chan *redlock.Lock, 3)
+	wait := func(m *redlock.RWMutex) {
+		go func() {
+			l, err := m.Lock(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			held <- l
+		}()
+		time.Sleep(200 * time.Millisecond) // queued
+	}
+	wait(first)
+	wait(newRedlock(t, nodesOf(t, cs), wakeOnly).RWMutex(name))
+	wait(newRedlock(t, nodesOf(t, cs), wakeOnly).RWMutex(name))
+	queue := redlock.RWMutexKey(name) + ":waiters"
+	third := make([]string, len(cs)) // the last writer's entry on each master
+	for i, c := range cs {
+		q := c.ZRange(ctx, queue, 0, -1).Val()
+		if len(q) != 3 {
+			t.Fatalf("master %d queues %d writers; want 3", i, len(q))
+		}
+		third[i] = q[2]
+	}
+	cut.Store(true)
+	unlock(t, rd) // wakes the first writer; its vote on master 2 fails
+	w1 := <-held
+	if w1 == nil {
+		t.FailNow()
+	}
+	cut.Store(false)
+	unlock(t, w1)
+	w2 := <-held
+	if w2 == nil {
+		t.FailNow()
+	}
+	for i, c := range cs {
+		if err := c.ZScore(ctx, queue, third[i]).Err(); err != nil {
+			t.Errorf("master %d: the third writer's entry: %v; want it still queued while the second holds the lock", i, err)
+		}
+	}
+	unlocked := time.Now()
+	unlock(t, w2)
+	if w3 := <-held; w3 != nil {
+		if d := time.Since(unlocked); d > time.Second {
+			t.Errorf("the third writer got the lock %v after the second's Unlock; want it woken", d)
+		}
+		unlock(t, w3)
+	}
+}
+
 // deafNode drops the wake-ups its subscriptions receive while deaf is set.
 type deafNode struct {
 	redlock.Node
