@@ -688,10 +688,13 @@ func (l *Lock) release(ctx context.Context, unlock bool, h *handoff) *phase {
 		l.stayReg = q.Reg
 	case l.h != nil:
 		reg.Hand, reg.Queued = l.h.value, l.h.at()
-		// A withdrawal on its own, ahead of the release: that release
-		// wakes the next call where the lock is free, so the withdrawal
-		// wakes none (a give-up's, unhand's, does).
-		reg.Yield = reg != &q
+		// An RWMutex's withdrawal goes on its own, ahead of the release,
+		// and its release (rw_release.lua) wakes the next call wherever
+		// it leaves the lock free, held there or not: the withdrawal wakes
+		// none (a give-up's, unhand's, does). An owned mutex's release
+		// (hold.lua) wakes none where the key is free: its withdrawal
+		// (handoff.lua) still does.
+		reg.Yield = l.cfg.kind == kindReader || l.cfg.kind == kindWriter
 	}
 	if reg != &q && reg.Hand != "" {
 		l.r.startPhase(ctx, deadline, false, *reg)
