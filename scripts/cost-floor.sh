@@ -9,7 +9,9 @@
 #          replaced by scripts that make the same redis.calls on the master
 #          (TIME, HGETALL, HSET, PEXPIRE; TIME, HGETALL, EXISTS, DEL; the
 #          permit's TIME, PTTL, HMGET, HSET, PEXPIRE; HGET, HDEL, EXISTS)
-#          and nothing else: no logic, a body of about 200 bytes. Wrong
+#          and nothing else: no logic, a body of about 200 bytes (a
+#          writer's real release also looks at the readers' queue: its
+#          floor is one call low). Wrong
 #          under contention (it admits everyone): a floor, never a lock;
 #   bytes  calls, each body padded (a Lua comment) to the real script's
 #          length: what the bytes of the EVAL cost beside the calls;
@@ -38,8 +40,8 @@ export GOWORK=$wt/go.work
 
 build() { (cd "$wt/bench" && go test -c -o "$work/$1.test" .); }
 
-# stub VAR LUA: the declaration of VAR gets the body LUA (then, for the
-# bytes variant, floorPad's comment to the real script's length).
+# stub FILE VAR LUA PAD: VAR's declaration in FILE gets the body LUA,
+# with PAD non-empty padded by floorPad to the real script's length.
 stub() {
 	local file=$1 var=$2 body=$3 pad=$4
 	VAR=$var BODY=$body PAD=$pad perl -0pi -e '
