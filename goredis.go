@@ -217,21 +217,12 @@ func sortedSet(ss []string) []string {
 func (n *redisNode) Name() string { return n.name }
 
 // Exec sends cmds as one pipeline on one connection (a single command as
-// a plain command). To a Redis Cluster it sends them one at a time, in
-// order: go-redis's cluster pipeline (v9.23) can run a command of a batch
-// more than once, from two goroutines at once. When one command is
-// redirected (ASK, MOVED) and another one's error makes the pipeline retry
-// its shard's commands (TRYAGAIN, a broken connection), it queues the
-// redirected command for both (osscluster.go, pipelineReadCmds;
-// TestClusterBatchRunsEachCommandOnce). A single command takes its own
-// retry path, which follows each redirect once.
+// a plain command).
 func (n *redisNode) Exec(ctx context.Context, cmds []*Command) {
-	if len(cmds) == 1 || n.kind == kindCluster {
-		for _, c := range cmds {
-			cmd := redis.NewCmd(ctx, c.Args...)
-			_ = n.c.Process(ctx, cmd)
-			setReply(c, cmd)
-		}
+	if len(cmds) == 1 {
+		cmd := redis.NewCmd(ctx, cmds[0].Args...)
+		_ = n.c.Process(ctx, cmd)
+		setReply(cmds[0], cmd)
 		return
 	}
 	rcs := make([]*redis.Cmd, len(cmds))
