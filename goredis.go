@@ -91,8 +91,12 @@ func connPromise(c redis.UniversalClient) string {
 var _ Node = (*redisNode)(nil)
 
 // NewNode returns a Node that talks to the master behind c. Each batch of
-// requests goes out as one pipeline on one connection. It returns nil when c
-// is nil, which [New] reports as an error.
+// requests goes out as one pipeline on one connection; to a
+// *redis.ClusterClient, as one pipeline per shard, on the shard's client
+// (MasterForKey), so hooks added to the ClusterClient itself see only
+// batches of one command and commands sent again after a redirect: add
+// hooks to each shard's client too (ClusterClient.OnNewNode). It returns nil when c is nil,
+// which [New] reports as an error.
 //
 // The Node is named by what c was made for, never with credentials:
 //
@@ -217,16 +221,32 @@ func sortedSet(ss []string) []string {
 func (n *redisNode) Name() string { return n.name }
 
 // Exec sends cmds as one pipeline on one connection (a single command as
-// a plain command).
+// a plain command); to a Redis Cluster, as execCluster does.
 func (n *redisNode) Exec(ctx context.Context, cmds []*Command) {
+	if cc, ok := n.c.(*redis.ClusterClient); ok && len(cmds) > 1 {
+		execCluster(ctx, cc, cmds)
+		return
+	}
+	execPipeline(ctx, n.c, cmds)
+}
+
+// pipeliner is what execPipeline needs of a go-redis client.
+type pipeliner interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+	Pipeline() redis.Pipeliner
+}
+
+// execPipeline runs cmds on c as one pipeline (a single command as a plain
+// command).
+func execPipeline(ctx context.Context, c pipeliner, cmds []*Command) {
 	if len(cmds) == 1 {
 		cmd := redis.NewCmd(ctx, cmds[0].Args...)
-		_ = n.c.Process(ctx, cmd)
+		_ = c.Process(ctx, cmd)
 		setReply(cmds[0], cmd)
 		return
 	}
 	rcs := make([]*redis.Cmd, len(cmds))
-	pipe := n.c.Pipeline()
+	pipe := c.Pipeline()
 	for i, c := range cmds {
 		rcs[i] = redis.NewCmd(ctx, c.Args...)
 		_ = pipe.Process(ctx, rcs[i])
@@ -235,6 +255,85 @@ func (n *redisNode) Exec(ctx context.Context, cmds []*Command) {
 	for i, c := range cmds {
 		setReply(c, rcs[i])
 	}
+}
+
+// execCluster runs cmds on the Redis Cluster behind cc with one pipeline
+// per shard, the shards side by side: each command goes to the shard
+// that serves its first key's slot as cc last learned it (a command that
+// names no key: alone, through cc), and the commands a shard answered
+// with a redirect (MOVED, ASK) go again one at a time, in order, through
+// cc, which follows each redirect once. The shards' pipelines are plain
+// ones, sent once, so each command runs at most once per sending.
+//
+// It does not hand the batch to go-redis's cluster pipeline: that one
+// (v9.23) can run a command of a batch more than once, from two
+// goroutines at once. When one command is redirected and another one's
+// error makes it retry its shard's commands (TRYAGAIN, a broken
+// connection), it queues the redirected command for both
+// (osscluster.go, pipelineReadCmds; TestClusterBatchRunsEachCommandOnce).
+// Nor one command at a time: that costs a round trip per command, 4×
+// fewer locks a second on BenchmarkDistinctKeysShards. A shard that
+// answers TRYAGAIN keeps that reply: the core sends such commands again
+// after a pause (batch.tryAgain).
+func execCluster(ctx context.Context, cc *redis.ClusterClient, cmds []*Command) {
+	type shard struct {
+		c    *redis.Client
+		cmds []*Command
+	}
+	var shards []shard // a batch meets few shards: a scan beats a map
+	for _, c := range cmds {
+		key, ok := firstKey(c)
+		if !ok {
+			cmd := redis.NewCmd(ctx, c.Args...)
+			_ = cc.Process(ctx, cmd)
+			setReply(c, cmd)
+			continue
+		}
+		m, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			c.Reply, c.Err = nil, err
+			continue
+		}
+		i := slices.IndexFunc(shards, func(s shard) bool { return s.c == m })
+		if i < 0 {
+			i = len(shards)
+			shards = append(shards, shard{c: m})
+		}
+		shards[i].cmds = append(shards[i].cmds, c)
+	}
+	var wg sync.WaitGroup
+	for i := 1; i < len(shards); i++ {
+		wg.Go(func() { execPipeline(ctx, shards[i].c, shards[i].cmds) })
+	}
+	if len(shards) > 0 {
+		execPipeline(ctx, shards[0].c, shards[0].cmds)
+	}
+	wg.Wait()
+	for _, c := range cmds {
+		if isRedirect(c.Err) {
+			cmd := redis.NewCmd(ctx, c.Args...)
+			_ = cc.Process(ctx, cmd)
+			setReply(c, cmd)
+		}
+	}
+}
+
+// firstKey is c's first key, when it names one.
+func firstKey(c *Command) (string, bool) {
+	if c.Keys < 1 || c.Key < 1 || c.Key >= len(c.Args) {
+		return "", false
+	}
+	k, ok := c.Args[c.Key].(string)
+	return k, ok
+}
+
+// isRedirect reports whether err is a shard's redirect: MOVED or ASK.
+func isRedirect(err error) bool {
+	if err == nil {
+		return false
+	}
+	s := err.Error()
+	return strings.HasPrefix(s, "MOVED ") || strings.HasPrefix(s, "ASK ")
 }
 
 // setReply hands c the reply go-redis read for it: a nil reply (redis.Nil)

@@ -1,0 +1,42 @@
+package redlock
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestClusterBatchRunsEachCommandOnce: a batch to a Redis Cluster master
+// whose slot is moving, where the first command is answered TRYAGAIN (a
+// script with one key on the source and one not) and the second ASK (its
+// key is not on the source). go-redis v9.23's cluster pipeline then puts
+// the second command in its next attempt twice (once for ASK's target,
+// once for its slot's shard: osscluster.go, pipelineReadCmds), and runs it
+// twice, from two goroutines at once. A Node must run each command of a
+// batch at most once: the count the second one raises is 1.
+func TestClusterBatchRunsEachCommandOnce(t *testing.T) {
+	g := newReshardRig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _, cc := g.redlock(true)
+	n := NewNode(cc)
+	here, gone, count := "{dup}here", "{dup}gone", "{dup}count"
+	if err := cc.Set(ctx, here, "x", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	slot, from, to := g.begin(ctx, here)
+	cmds := []*Command{
+		{Args: []any{"eval", "return redis.call('EXISTS', KEYS[1], KEYS[2])", int64(2), here, gone}, Key: 3, Keys: 2},
+		{Args: []any{"eval", "return redis.call('INCR', KEYS[1])", int64(1), count}, Key: 3, Keys: 1},
+	}
+	n.Exec(ctx, cmds)
+	t.Logf("replies: %v %v; %v %v", cmds[0].Reply, cmds[0].Err, cmds[1].Reply, cmds[1].Err)
+	g.finish(ctx, slot, from, to)
+	got, err := cc.Get(ctx, count).Int()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != 1 {
+		t.Fatalf("the batch's INCR ran %d times; want once", got)
+	}
+}
