@@ -40,3 +40,37 @@ func TestClusterBatchRunsEachCommandOnce(t *testing.T) {
 		t.Fatalf("the batch's INCR ran %d times; want once", got)
 	}
 }
+
+// TestClusterBatchFollowsMoved: a batch to a Redis Cluster master whose
+// client still maps a slot to the shard it left. The shard answers MOVED
+// to both of the batch's commands on that slot's key; the Node sends them
+// again where the slot went, in the batch's order and once each, and the
+// batch's command on another slot runs once where it was sent.
+func TestClusterBatchFollowsMoved(t *testing.T) {
+	g := newReshardRig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _, cc := g.redlock(true)
+	n := NewNode(cc)
+	moved, other := "{mv}count", "{other}count"
+	if err := cc.Set(ctx, moved, 0, time.Minute).Err(); err != nil {
+		t.Fatal(err) // the client now maps the slot to its shard
+	}
+	slot, from, to := g.begin(ctx, moved)
+	g.finish(ctx, slot, from, to)
+	incr := func(key string) *Command {
+		return &Command{Args: []any{"eval", "return redis.call('INCR', KEYS[1])", int64(1), key}, Key: 3, Keys: 1}
+	}
+	cmds := []*Command{incr(moved), incr(other), incr(moved)}
+	n.Exec(ctx, cmds)
+	for i, want := range []int64{1, 1, 2} {
+		if cmds[i].Err != nil || cmds[i].Reply != want {
+			t.Errorf("command %d: reply %v, err %v; want %d", i, cmds[i].Reply, cmds[i].Err, want)
+		}
+	}
+	for key, want := range map[string]int{moved: 2, other: 1} {
+		if got, err := cc.Get(ctx, key).Int(); err != nil || got != want {
+			t.Errorf("%s: %d (%v); want %d", key, got, err, want)
+		}
+	}
+}
