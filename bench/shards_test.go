@@ -68,7 +68,9 @@ func BenchmarkHandOffClusters(b *testing.B) {
 			for j, s := range seeds {
 				c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: s, ContextTimeoutEnabled: true,
 					MaxRetries: -1, DialerRetries: 1, MinRetryBackoff: -1, MaxRetryBackoff: -1})
-				c.AddHook(setHook{})
+				// On each shard's client: the Node sends a batch of more
+				// than one command there, past the cluster client's hooks.
+				c.OnNewNode(func(n *redis.Client) { n.AddHook(setHook{}) })
 				b.Cleanup(func() { c.Close() })
 				warmCluster(b, c)
 				nodes[j] = redlock.NewNode(c)
