@@ -259,11 +259,17 @@ func execPipeline(ctx context.Context, c pipeliner, cmds []*Command) {
 
 // execCluster runs cmds on the Redis Cluster behind cc with one pipeline
 // per shard, the shards side by side: each command goes to the shard
-// that serves its first key's slot as cc last learned it (a command that
-// names no key: alone, through cc), and the commands a shard answered
-// with a redirect (MOVED, ASK) go again one at a time, in order, through
-// cc, which follows each redirect once. The shards' pipelines are plain
-// ones, sent once, so each command runs at most once per sending.
+// that serves its first key's slot as cc knew it when the batch began
+// (each slot looked up once a batch, so that two commands of one key never
+// go to two shards at once), and the commands a shard redirected (MOVED,
+// ASK) go again one at a time, in order, through cc, which follows each
+// redirect once. A command that names no key (the core sends a Cluster
+// none) goes last, alone, through cc. The shards' pipelines are plain
+// ones: with the cluster's MaxRetries off (go-redis's default for a
+// cluster, and ParseMaster's), each is sent once. With MaxRetries above 0,
+// go-redis sends a shard's pipeline again whole after a broken connection
+// or when its first command is answered TRYAGAIN, as it does a
+// *redis.Client's (neither then declares Traits.OneConnection).
 //
 // It does not hand the batch to go-redis's cluster pipeline: that one
 // (v9.23) can run a command of a batch more than once, from two
@@ -280,25 +286,44 @@ func execCluster(ctx context.Context, cc *redis.ClusterClient, cmds []*Command) 
 		c    *redis.Client
 		cmds []*Command
 	}
-	var shards []shard // a batch meets few shards: a scan beats a map
+	type lookup struct {
+		slot  uint16
+		shard int // index in shards
+	}
+	var (
+		shards  []shard  // a batch meets few shards and slots: scans beat maps
+		slots   []lookup // the slots looked up, and their shards
+		keyless []*Command
+		failed  error // the first lookup's failure: the cluster's map is out of reach
+	)
 	for _, c := range cmds {
 		key, ok := firstKey(c)
 		if !ok {
-			cmd := redis.NewCmd(ctx, c.Args...)
-			_ = cc.Process(ctx, cmd)
-			setReply(c, cmd)
+			keyless = append(keyless, c)
 			continue
 		}
-		m, err := cc.MasterForKey(ctx, key)
-		if err != nil {
-			c.Reply, c.Err = nil, err
+		if failed != nil {
+			c.Reply, c.Err = nil, failed
 			continue
 		}
-		i := slices.IndexFunc(shards, func(s shard) bool { return s.c == m })
-		if i < 0 {
-			i = len(shards)
-			shards = append(shards, shard{c: m})
+		slot := keySlot(key)
+		j := slices.IndexFunc(slots, func(l lookup) bool { return l.slot == slot })
+		if j < 0 {
+			m, err := cc.MasterForKey(ctx, key)
+			if err != nil {
+				failed = err
+				c.Reply, c.Err = nil, err
+				continue
+			}
+			i := slices.IndexFunc(shards, func(s shard) bool { return s.c == m })
+			if i < 0 {
+				i = len(shards)
+				shards = append(shards, shard{c: m})
+			}
+			j = len(slots)
+			slots = append(slots, lookup{slot: slot, shard: i})
 		}
+		i := slots[j].shard
 		shards[i].cmds = append(shards[i].cmds, c)
 	}
 	var wg sync.WaitGroup
@@ -315,6 +340,11 @@ func execCluster(ctx context.Context, cc *redis.ClusterClient, cmds []*Command) 
 			_ = cc.Process(ctx, cmd)
 			setReply(c, cmd)
 		}
+	}
+	for _, c := range keyless {
+		cmd := redis.NewCmd(ctx, c.Args...)
+		_ = cc.Process(ctx, cmd)
+		setReply(c, cmd)
 	}
 }
 

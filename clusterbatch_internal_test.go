@@ -2,8 +2,13 @@ package redlock
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock/redlock/internal/redistest"
 )
 
 // TestClusterBatchRunsEachCommandOnce: a batch to a Redis Cluster master
@@ -71,6 +76,45 @@ func TestClusterBatchFollowsMoved(t *testing.T) {
 	for key, want := range map[string]int{moved: 2, other: 1} {
 		if got, err := cc.Get(ctx, key).Int(); err != nil || got != want {
 			t.Errorf("%s: %d (%v); want %d", key, got, err, want)
+		}
+	}
+}
+
+// TestClusterBatchKeylessAndUnreachable: a command that names no key
+// goes through the cluster client, after the batch's keyed ones; and when
+// the cluster's map is out of reach (no seed answers), every keyed command
+// of the batch gets the failure as its Err, none a reply.
+func TestClusterBatchKeylessAndUnreachable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rc := redistest.StartRedisClusterT(t, 2, redistest.Options{})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { cc.Close() })
+	n := NewNode(cc)
+	set := &Command{Args: []any{"set", "{kl}a", "1"}, Key: 1, Keys: 1}
+	ping := &Command{Args: []any{"ping"}}
+	n.Exec(ctx, []*Command{ping, set})
+	if ping.Err != nil || ping.Reply != "PONG" || set.Err != nil || set.Reply != "OK" {
+		t.Errorf("replies: ping %v (%v), set %v (%v); want PONG, OK", ping.Reply, ping.Err, set.Reply, set.Err)
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close() // nothing listens there: a dial is refused at once
+	down := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{closed}, ContextTimeoutEnabled: true,
+		MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { down.Close() })
+	cmds := []*Command{
+		{Args: []any{"set", "{kl}a", "1"}, Key: 1, Keys: 1},
+		{Args: []any{"set", "{other}b", "1"}, Key: 1, Keys: 1},
+	}
+	NewNode(down).Exec(ctx, cmds)
+	for i, c := range cmds {
+		if c.Err == nil || c.Reply != nil {
+			t.Errorf("command %d to an unreachable cluster: reply %v, err %v; want an error", i, c.Reply, c.Err)
 		}
 	}
 }
