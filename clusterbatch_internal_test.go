@@ -11,6 +11,17 @@ import (
 	"github.com/redlock/redlock/internal/redistest"
 )
 
+// newBatchRig starts a reshard rig and returns a context for the test, the
+// rig, its cluster client and that client's Node.
+func newBatchRig(t *testing.T) (context.Context, *reshardRig, *redis.ClusterClient, Node) {
+	t.Helper()
+	g := newReshardRig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	_, _, cc := g.redlock(true)
+	return ctx, g, cc, NewNode(cc)
+}
+
 // TestClusterBatchRunsEachCommandOnce: a batch to a Redis Cluster master
 // whose slot is moving, where the first command is answered TRYAGAIN (a
 // script with one key on the source and one not) and the second ASK (its
@@ -20,11 +31,7 @@ import (
 // twice, from two goroutines at once. A Node must run each command of a
 // batch at most once: the count the second one raises is 1.
 func TestClusterBatchRunsEachCommandOnce(t *testing.T) {
-	g := newReshardRig(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, _, cc := g.redlock(true)
-	n := NewNode(cc)
+	ctx, g, cc, n := newBatchRig(t)
 	here, gone, count := "{dup}here", "{dup}gone", "{dup}count"
 	if err := cc.Set(ctx, here, "x", time.Minute).Err(); err != nil {
 		t.Fatal(err)
@@ -52,11 +59,7 @@ func TestClusterBatchRunsEachCommandOnce(t *testing.T) {
 // again where the slot went, in the batch's order and once each, and the
 // batch's command on another slot runs once where it was sent.
 func TestClusterBatchFollowsMoved(t *testing.T) {
-	g := newReshardRig(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, _, cc := g.redlock(true)
-	n := NewNode(cc)
+	ctx, g, cc, n := newBatchRig(t)
 	moved, other := "{mv}count", "{other}count"
 	if err := cc.Set(ctx, moved, 0, time.Minute).Err(); err != nil {
 		t.Fatal(err) // the client now maps the slot to its shard
