@@ -2133,12 +2133,15 @@ func TestSimMasterAgreesWithRedis(t *testing.T) {
 	step(request{Op: reqAcquireFenced, Key: keys[0], Value: "x", TTL: 30 * time.Millisecond, Owner: "o1"})
 	step(request{Op: reqAcquire, Key: keys[0], Value: "y", TTL: 5 * time.Second, Owner: "o1"})
 	step(request{Op: reqAcquire, Key: keys[0], Value: "w", TTL: 5 * time.Second, Owner: "o2"}) // refused
-	step(request{Op: reqExtend, Key: keys[0], Value: "y", TTL: 60 * time.Millisecond, Owner: "o1"})
+	// y outlives x by far more than the steps between take under load: at
+	// 60 ms, y was gone on redis-server by the raise-fence below in a CI
+	// run, the sim's at its last millisecond (pttl 0), and they differed.
+	step(request{Op: reqExtend, Key: keys[0], Value: "y", TTL: 300 * time.Millisecond, Owner: "o1"})
 	time.Sleep(40 * time.Millisecond)
 	step(request{Op: reqExtend, Key: keys[0], Value: "x", TTL: 5 * time.Second, Owner: "o1"}) // expired
 	step(request{Op: reqRaiseFence, Key: keys[0], Value: "x", Token: 1, Owner: "o1"})         // expired
 	step(request{Op: reqAcquire, Key: keys[0], Value: "z", TTL: 5 * time.Second})             // plain: refused
-	time.Sleep(60 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
 	step(request{Op: reqAcquire, Key: keys[0], Value: "w", TTL: 5 * time.Second, Owner: "o2"}) // all expired: free
 	step(request{Op: reqAcquire, Key: keys[0], Value: "v", TTL: 5 * time.Second, Owner: "o2"})
 	step(request{Op: reqRelease, Key: keys[0], Value: "w", Owner: "o2"})
