@@ -95,8 +95,8 @@ var _ Node = (*redisNode)(nil)
 // *redis.ClusterClient, as one pipeline per shard, on the shard's client
 // (MasterForKey), so hooks added to the ClusterClient itself see only
 // batches of one command and commands sent again after a redirect: add
-// hooks to each shard's client too (ClusterClient.OnNewNode). It returns nil when c is nil,
-// which [New] reports as an error.
+// hooks to each shard's client too (ClusterClient.OnNewNode). It returns
+// nil when c is nil, which [New] reports as an error.
 //
 // The Node is named by what c was made for, never with credentials:
 //
@@ -223,8 +223,8 @@ func (n *redisNode) Name() string { return n.name }
 // Exec sends cmds as one pipeline on one connection (a single command as
 // a plain command); to a Redis Cluster, as execCluster does.
 func (n *redisNode) Exec(ctx context.Context, cmds []*Command) {
-	if cc, ok := n.c.(*redis.ClusterClient); ok && len(cmds) > 1 {
-		execCluster(ctx, cc, cmds)
+	if n.kind == kindCluster && len(cmds) > 1 {
+		execCluster(ctx, n.c.(*redis.ClusterClient), cmds)
 		return
 	}
 	execPipeline(ctx, n.c, cmds)
@@ -240,9 +240,7 @@ type pipeliner interface {
 // command).
 func execPipeline(ctx context.Context, c pipeliner, cmds []*Command) {
 	if len(cmds) == 1 {
-		cmd := redis.NewCmd(ctx, cmds[0].Args...)
-		_ = c.Process(ctx, cmd)
-		setReply(cmds[0], cmd)
+		execOne(ctx, c, cmds[0])
 		return
 	}
 	rcs := make([]*redis.Cmd, len(cmds))
@@ -255,6 +253,13 @@ func execPipeline(ctx context.Context, c pipeliner, cmds []*Command) {
 	for i, c := range cmds {
 		setReply(c, rcs[i])
 	}
+}
+
+// execOne runs cmd on c as a plain command.
+func execOne(ctx context.Context, c pipeliner, cmd *Command) {
+	rc := redis.NewCmd(ctx, cmd.Args...)
+	_ = c.Process(ctx, rc)
+	setReply(cmd, rc)
 }
 
 // execCluster runs cmds on the Redis Cluster behind cc with one pipeline
@@ -336,15 +341,11 @@ func execCluster(ctx context.Context, cc *redis.ClusterClient, cmds []*Command) 
 	wg.Wait()
 	for _, c := range cmds {
 		if isRedirect(c.Err) {
-			cmd := redis.NewCmd(ctx, c.Args...)
-			_ = cc.Process(ctx, cmd)
-			setReply(c, cmd)
+			execOne(ctx, cc, c)
 		}
 	}
 	for _, c := range keyless {
-		cmd := redis.NewCmd(ctx, c.Args...)
-		_ = cc.Process(ctx, cmd)
-		setReply(c, cmd)
+		execOne(ctx, cc, c)
 	}
 }
 
@@ -355,15 +356,6 @@ func firstKey(c *Command) (string, bool) {
 	}
 	k, ok := c.Args[c.Key].(string)
 	return k, ok
-}
-
-// isRedirect reports whether err is a shard's redirect: MOVED or ASK.
-func isRedirect(err error) bool {
-	if err == nil {
-		return false
-	}
-	s := err.Error()
-	return strings.HasPrefix(s, "MOVED ") || strings.HasPrefix(s, "ASK ")
 }
 
 // setReply hands c the reply go-redis read for it: a nil reply (redis.Nil)

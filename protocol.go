@@ -347,11 +347,16 @@ func (b *batch) tryAgain(ctx context.Context, n Node, t *Traits) {
 // answered TRYAGAIN, and so on). A Node hands error replies back by their
 // text.
 func isTryAgain(err error) bool {
+	return err != nil && (strings.HasPrefix(err.Error(), "TRYAGAIN") || isRedirect(err))
+}
+
+// isRedirect reports whether err is a shard's redirect: MOVED or ASK.
+func isRedirect(err error) bool {
 	if err == nil {
 		return false
 	}
 	s := err.Error()
-	return strings.HasPrefix(s, "TRYAGAIN") || strings.HasPrefix(s, "ASK ") || strings.HasPrefix(s, "MOVED ")
+	return strings.HasPrefix(s, "MOVED ") || strings.HasPrefix(s, "ASK ")
 }
 
 // prepare makes b.cmds the commands of reqs for a Node that declared t

@@ -69,7 +69,8 @@ const processGroups = 2
 // then took 15-35 ms on average, 150 ms at most, against 1 ms before and
 // after (a trace of every Exec in a failing run), and shard-kill or
 // shard-pause missed its 100 ms in 6 of 12 full runs of this test here
-// (3 of them beside other tests) and in one CI run. A name the scenarios do not know stays in the first.
+// (3 of them beside other tests) and in one CI run. A name the scenarios
+// do not know stays in the first.
 func splitTimed(names []string) (shared, alone []string) {
 	for _, name := range names {
 		i := slices.IndexFunc(scenarios, func(sc scenario) bool { return sc.name == name })
@@ -106,20 +107,21 @@ func runScenarios(t *testing.T, backend string) {
 		groups = processGroups
 	}
 	// The scenarios that must stay highly available run after the others,
-	// alone: see timedAlone.
+	// alone (splitTimed).
 	shared, alone := splitTimed(names)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	bin := redlockBinary(t)
 	var reps []Report
-	for si, stage := range [][]string{shared, alone} {
+	for _, st := range []struct {
+		names  []string
+		groups int
+	}{{shared, groups}, {alone, 1}} {
+		stage := st.names
 		if len(stage) == 0 {
 			continue
 		}
-		n := min(groups, len(stage))
-		if si == 1 {
-			n = 1
-		}
+		n := min(st.groups, len(stage))
 		stageReps := make([]Report, n)
 		errs := make([]error, n)
 		var wg sync.WaitGroup
