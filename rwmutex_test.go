@@ -550,7 +550,9 @@ func TestRWMutexWriterUnlockWakesOneWriter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rd := mustRLock(t, newRedlock(t, nodesOf(t, cs)).RWMutex(name))
+	rr := newRedlock(t, nodesOf(t, cs))
+	rd := mustRLock(t, rr.RWMutex(name))
+	settle(rr) // TryRLock returns at the quorum; the last vote may still be in flight
 	for i, rs := range rwEntries(t, cs, name, "r") {
 		if len(rs) != 1 {
 			t.Fatalf("master %d holds readers %q; want the one", i, rs)
