@@ -101,8 +101,11 @@ func TestPipelinePaysLatencyOnce(t *testing.T) {
 	if err != nil || len(cmds) != n {
 		t.Fatalf("pipeline of %d PINGs: %d replies, %v", n, len(cmds), err)
 	}
-	if took < d || took > 2*d {
-		t.Errorf("pipeline of %d PINGs with latency %v took %v; want about %v", n, d, took, d)
+	// About d: paid per command it would be n*d (5 s). The upper bound is
+	// a tenth of that: beside the pool's other test binaries (make
+	// test-root) this took 146 ms once, the CPU's delay, not the proxy's.
+	if took < d || took > n*d/10 {
+		t.Errorf("pipeline of %d PINGs with latency %v took %v; want about %v (under %v)", n, d, took, d, n*d/10)
 	}
 }
 
