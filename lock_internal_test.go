@@ -192,6 +192,7 @@ func TestOwnedAndPlainExclude(t *testing.T) {
 				short = append(short, WithOwner("A"))
 			}
 			old := mustLock(t, r, key, short...)
+			settle(r) // its last vote, landing late, would outlive the sleep
 			time.Sleep(time.Until(old.Until()) + 250*time.Millisecond)
 			cur := mustLock(t, r, key, append(next, WithTTL(30*time.Second))...)
 			settle(r) // Lock returns at a quorum: its SETs reached every master
@@ -336,6 +337,7 @@ func TestOwnedHoldsExpireAndExtend(t *testing.T) {
 	// A hold that expired on the masters is not live: it neither keeps the
 	// key nor comes back with an extend.
 	short := mustLock(t, r, key, A, WithTTL(300*time.Millisecond))
+	settle(r) // its last vote, landing late, would outlive the sleep
 	time.Sleep(500 * time.Millisecond)
 	mustRefuse(t, r, key, "owner B while the 2 s hold is live", WithOwner("B"))
 	for i, n := range nodesOf(t, cs) {

@@ -436,6 +436,7 @@ func unlockWaited(t *testing.T, admin []*redis.Client, a, b *Redlock, key string
 	oa := obtainedWithin(t, admin, key, gotA, 5*time.Second, "a did not get the key at b's Unlock")
 	gotB := lockAsync(t, ctx, b, key)
 	waitRegistered(t, admin, key, 1)
+	settle(b) // its rollback's registrations reached every master (the one entry could be another)
 	if err := oa.Lock.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
