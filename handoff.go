@@ -303,6 +303,13 @@ type handoff struct {
 	hints       []uint8   // a permit's call: per slot, the masters that woke it under reg saying they freed it
 	count       int
 	nudged      bool // a rollback's wake-up came under reg (see handed)
+	// woke: the masters that woke the call (ttl 0; not a nudge) under
+	// wokeReg, the registration its last attempt went out under, before
+	// the attempt or since; wokeLate: one did since (see again).
+	woke     []bool
+	wokeReg  uint64
+	wokeN    int
+	wokeLate bool
 	// back: the attempt out was made while fewer than a quorum had handed
 	// the key to the call under reg (see attempting).
 	back  bool
@@ -333,7 +340,7 @@ func handTTL(cfg *config) time.Duration {
 func (w *wakeups) newHandoff(key string, place int64, cfg *config) *handoff {
 	n := len(w.r.nodes)
 	h := &handoff{r: w.r, kind: cfg.kind, key: key, value: newValue(), place: place, ttl: handTTL(cfg),
-		wake: make(chan struct{}, 1), seen: make([]bool, n)}
+		wake: make(chan struct{}, 1), seen: make([]bool, n), woke: make([]bool, n)}
 	if cfg.kind == kindPermit {
 		h.hints = make([]uint8, cfg.permits)
 	}
@@ -348,6 +355,10 @@ func (w *wakeups) newHandoff(key string, place int64, cfg *config) *handoff {
 func (h *handoff) register(deadline time.Time) uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.registerLocked(deadline)
+}
+
+func (h *handoff) registerLocked(deadline time.Time) uint64 {
 	h.reg++
 	h.regStart, h.regDeadline = h.r.clock.Now(), deadline
 	h.counting = true
@@ -355,6 +366,27 @@ func (h *handoff) register(deadline time.Time) uint64 {
 	clear(h.hints)
 	h.count, h.nudged = 0, false
 	return h.reg
+}
+
+// again is register for the rollback of the call's failed attempt. When a
+// quorum of masters woke the call under the registration the attempt went
+// out under, some of them while it was out (handed drops those: the
+// attempt may have raced the release that sent them), the call tries
+// again at once, as a quorum's wake-up makes it: the rollback's
+// registration may not tell it so, as a master where the attempt won
+// frees the call's own key and says nothing, and one whose restart gate
+// is closed only nudges (TestWakeDuringAttemptTriesAtOnce).
+func (h *handoff) again(deadline time.Time) uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	retry := h.wokeReg == h.reg && h.wokeLate && h.wokeN >= h.r.quorum
+	reg := h.registerLocked(deadline)
+	if retry {
+		h.wokeReg = 0
+		h.retry = true
+		notify(h.wake)
+	}
+	return reg
 }
 
 // hint returns the permit slot that most masters which woke the call
@@ -376,7 +408,9 @@ func (h *handoff) hint() (int, bool) {
 // the attempt is refused there by those hand-offs, and its rollback hands
 // the call back the keys the attempt set (back): otherwise, where the
 // masters that are up make a bare quorum, the hand-offs and the attempt's
-// free masters would never meet (TestHandOffWithBareQuorumUp).
+// free masters would never meet (TestHandOffWithBareQuorumUp). The
+// wake-ups counted so far under the registration stay counted, in woke,
+// for again.
 func (h *handoff) attempting() {
 	if h == nil {
 		return
@@ -384,7 +418,12 @@ func (h *handoff) attempting() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.back = h.ttl > 0 && h.counting && h.count > 0
-	h.counting = false
+	h.wokeReg, h.wokeN, h.wokeLate = 0, 0, false
+	if h.counting {
+		h.wokeReg, h.wokeN = h.reg, h.count
+		copy(h.woke, h.seen)
+	}
+	h.counting, h.retry = false, false // the attempt's rollback registers again (see poke)
 	clear(h.seen)
 	h.count, h.nudged = 0, false
 }
@@ -422,7 +461,18 @@ func (h *handoff) handed(reg uint64, i int, nudge bool, slot int) bool {
 		return h.r.clock.Now().Before(h.held.Until())
 	case reg != h.reg || !h.counting || h.seen[i]:
 		// Under an older registration, or while an attempt is out: the
-		// call's next rollback deletes it and queues the call again.
+		// call's next rollback deletes it and queues the call again. A
+		// wake-up under the registration the call's last attempt went out
+		// under may make it try again at once after all (see again).
+		if h.ttl == 0 && !nudge && reg != 0 && reg == h.wokeReg && !h.woke[i] {
+			h.woke[i], h.wokeLate = true, true
+			h.wokeN++
+			if h.counting && reg != h.reg && h.wokeN >= h.r.quorum {
+				h.wokeReg = 0 // the rollback registered again already
+				h.retry = true
+				notify(h.wake)
+			}
+		}
 		return true
 	}
 	if slot >= 0 && slot < len(h.hints) {

@@ -678,7 +678,7 @@ func (l *Lock) release(ctx context.Context, unlock bool, h *handoff) *phase {
 		reg.Place = h.at()
 		reg.Queued = reg.Place
 		reg.Back = h.handBack()
-		reg.Reg = h.register(deadline) // before any master can hand under it
+		reg.Reg = h.again(deadline) // before any master can hand under it
 	case unlock && l.h != nil && (l.h.ttl > 0 || l.cfg.kind == kindPermit):
 		// Queue again behind the call the key is handed to, if it is (a
 		// permit's: behind the call it wakes).

@@ -249,6 +249,117 @@ func TestMinorityGateWakeTriesAtOnce(t *testing.T) {
 	_ = o.Lock.Unlock(ctx)
 }
 
+// TestWakeDuringAttemptTriesAtOnce: a release's wake-ups that reach a
+// waiting call while one of its attempts is out are not lost. The set-up
+// is TestMinorityGateWakeTriesAtOnce's (master 0's gate closed, X holds
+// the key on masters 1 and 2, a fenced call B of another Redlock waits,
+// its one cut of a wait spent on master 0's nudges), and B's third
+// attempt is held out across X's Unlock: its vote is refused on master 1
+// (X still holds there) and lands on master 2 after X's release. X's
+// wake-ups from both come while the attempt is out; the attempt fails
+// (master 2 alone); its rollback frees master 2 (which tells B nothing:
+// the key was B's own), master 1 wakes B and master 0 nudges. A quorum
+// woke B: it tries at once, not after its backoff's step (1-2 s here).
+func TestWakeDuringAttemptTriesAtOnce(t *testing.T) {
+	t.Parallel() // waits out masters' restart gates, mostly asleep: alongside the other gate tests
+	// Master 0's gate stays closed for gate+2 s after its restart, past
+	// B's third attempt (at most 2 s, the backoff's step, after its second).
+	const gate, backoff = 8 * time.Second, 2 * time.Second
+	c := redistest.StartT(t, 3, redistest.Options{})
+	cs := gateClients(t, c)
+	time.Sleep(gate + 2*time.Second) // every master's own gate is open
+	if err := c.Servers[0].Restart(false); err != nil {
+		t.Fatal(err)
+	}
+	key := testKey(t)
+	var armed atomic.Bool
+	ran1, go1, go2 := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var free sync.Once // lets the held votes go, also when the test fails early
+	release := func() { free.Do(func() { close(go2); close(go1) }) }
+	redlockOf := func(hold bool) *redlock.Redlock {
+		nodes := make([]redlock.Node, len(cs))
+		for i, c := range cs {
+			nodes[i] = redlock.NewNode(ownClient(t, c))
+		}
+		if hold {
+			nodes[1] = &stallNode{Node: nodes[1], key: key, armed: &armed, after: true, ran: ran1, release: go1}
+			nodes[2] = &stallNode{Node: nodes[2], key: key, armed: &armed, release: go2}
+		}
+		return newRedlock(t, nodes, redlock.WithTTL(gate), redlock.WithRestartGate(gate), redlock.WithFencing(), redlock.WithBackoff(backoff, backoff))
+	}
+	x, b := redlockOf(false), redlockOf(true)
+	t.Cleanup(release) // before b's Close, which waits for its requests
+	ctx := context.Background()
+	lx, err := x.TryLock(ctx, key)
+	if err != nil {
+		t.Fatalf("X: %v", err)
+	}
+	settle(x)
+	got := lockAsync(t, ctx, b, key)
+	waitRegistered(t, cs[1:], key, 1)
+	time.Sleep(300 * time.Millisecond) // B's second attempt is over: it waits its step
+	armed.Store(true)
+	select {
+	case <-ran1: // B's third attempt is out, refused on master 1
+	case o := <-got:
+		t.Fatalf("B ended before its third attempt: %v", o.Err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("B made no third attempt within 5 s")
+	}
+	if err := lx.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	settle(x)
+	time.Sleep(100 * time.Millisecond) // X's wake-ups reach B, its attempt still out
+	released := time.Now()
+	release() // B's vote lands on master 2, free now, then master 1 answers
+	o := <-got
+	if o.Err != nil {
+		t.Fatalf("the waiting call: %v", o.Err)
+	}
+	if d := o.At.Sub(released); d > backoff/4 {
+		t.Errorf("the waiting call took the key %v after its attempt across X's Unlock failed; want at once", d.Round(time.Millisecond))
+	}
+	_ = o.Lock.Unlock(ctx)
+}
+
+// stallNode holds the first batch with an acquire vote for key sent while
+// armed (then disarms): until release is closed, before sending it, or
+// with after set, after it was answered (closing ran then).
+type stallNode struct {
+	redlock.Node
+	key          string
+	armed        *atomic.Bool
+	after        bool
+	ran, release chan struct{}
+	once         sync.Once
+}
+
+func (n *stallNode) Exec(ctx context.Context, cmds []*redlock.Command) {
+	vote := false
+	for _, c := range cmds {
+		if step, key, _ := c.About(); strings.HasPrefix(step, "acquire") && key == n.key {
+			vote = true
+		}
+	}
+	stall := false
+	if vote && n.armed.Load() {
+		n.once.Do(func() { stall = true })
+	}
+	if !stall {
+		n.Node.Exec(ctx, cmds)
+		return
+	}
+	if !n.after {
+		<-n.release
+	}
+	n.Node.Exec(ctx, cmds)
+	if n.after {
+		close(n.ran)
+		<-n.release
+	}
+}
+
 // With a backoff of seconds, only the local wake-ups can make 4 goroutines
 // take 40 turns on one key quickly; the queue keeps them fair and the
 // masters keep them exclusive.
