@@ -16,9 +16,11 @@ import (
 
 // RedisCluster is one Redis Cluster: shards redis-server processes started
 // with --cluster-enabled yes, each a master of an equal range of the 16384
-// hash slots, no replicas. To a Redlock it is one master.
+// hash slots, no replicas but those [RedisCluster.AddReplica] adds. To a
+// Redlock it is one master.
 type RedisCluster struct {
-	Shards []*Server
+	Shards   []*Server
+	Replicas []*Server // in the order AddReplica added them
 }
 
 // clusterReadyWait bounds how long StartRedisCluster waits for every node
@@ -142,11 +144,13 @@ func (rc *RedisCluster) Addrs() []string {
 	return addrs
 }
 
-// Stop stops every shard, concurrently, and returns their joined errors.
+// Stop stops every shard and replica, concurrently, and returns their
+// joined errors.
 func (rc *RedisCluster) Stop() error {
-	errs := make([]error, len(rc.Shards))
+	all := slices.Concat(rc.Shards, rc.Replicas)
+	errs := make([]error, len(all))
 	var wg sync.WaitGroup
-	for i, s := range slices.Clone(rc.Shards) {
+	for i, s := range all {
 		if s != nil {
 			wg.Go(func() { errs[i] = s.Stop() })
 		}

@@ -133,3 +133,50 @@ func TestRedisClusterMoveSteps(t *testing.T) {
 		t.Errorf("after the move, slot %d is on shard %d (%v), want %d", slot, got, err, to)
 	}
 }
+
+// TestRedisClusterAddReplica: AddReplica makes a replica of the shard's
+// master that has what the master writes, refuses a shard the cluster does
+// not have, and Stop ends the replica too.
+func TestRedisClusterAddReplica(t *testing.T) {
+	rc, err := StartRedisCluster(1, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.AddReplica(1, Options{}); err == nil || !strings.Contains(err.Error(), "no shard 1") {
+		t.Errorf("AddReplica(1) of a 1-shard cluster: %v; want no shard 1", err)
+	}
+	rs, err := rc.AddReplica(0, Options{})
+	if err != nil {
+		_ = rc.Stop()
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	m := redis.NewClient(&redis.Options{Addr: rc.Shards[0].Addr()})
+	r := redis.NewClient(&redis.Options{Addr: rs.Addr()})
+	if err := m.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Error(err)
+	}
+	if n, err := m.Wait(ctx, 1, 2000).Result(); err != nil || n != 1 {
+		t.Errorf("WAIT 1: %d, %v; want the replica's acknowledgement", n, err)
+	}
+	if role, err := r.Do(ctx, "role").Slice(); err != nil || len(role) == 0 || role[0] != "slave" {
+		t.Errorf("the replica's ROLE: %v, %v", role, err)
+	}
+	var get *redis.StringCmd
+	_, err = r.Pipelined(ctx, func(p redis.Pipeliner) error { // one connection: READONLY holds for it
+		p.ReadOnly(ctx)
+		get = p.Get(ctx, "k")
+		return nil
+	})
+	if err != nil || get.Val() != "v" {
+		t.Errorf("the replica holds k = %q (%v); want v", get.Val(), err)
+	}
+	_, _ = m.Close(), r.Close()
+	pid := rs.Pid()
+	if err := rc.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if !pidGone(pid) {
+		t.Errorf("the replica's pid %d still exists after Stop", pid)
+	}
+}
