@@ -95,8 +95,10 @@ var _ Node = (*redisNode)(nil)
 // *redis.ClusterClient, as one pipeline per shard, on the shard's client
 // (MasterForKey), so hooks added to the ClusterClient itself see only
 // batches of one command and commands sent again after a redirect: add
-// hooks to each shard's client too (ClusterClient.OnNewNode). It returns
-// nil when c is nil, which [New] reports as an error.
+// hooks to each shard's client too (ClusterClient.OnNewNode). A shard
+// that does not answer makes the ClusterClient reload the cluster's map
+// (ReloadState), so that a replica that took over is found at once. It
+// returns nil when c is nil, which [New] reports as an error.
 //
 // The Node is named by what c was made for, never with credentials:
 //
@@ -223,11 +225,34 @@ func (n *redisNode) Name() string { return n.name }
 // Exec sends cmds as one pipeline on one connection (a single command as
 // a plain command); to a Redis Cluster, as execCluster does.
 func (n *redisNode) Exec(ctx context.Context, cmds []*Command) {
-	if n.kind == kindCluster && len(cmds) > 1 {
-		execCluster(ctx, n.c.(*redis.ClusterClient), cmds)
+	if n.kind != kindCluster {
+		execPipeline(ctx, n.c, cmds)
 		return
 	}
-	execPipeline(ctx, n.c, cmds)
+	cc := n.c.(*redis.ClusterClient)
+	if len(cmds) > 1 {
+		execCluster(ctx, cc, cmds)
+	} else {
+		execPipeline(ctx, cc, cmds)
+	}
+	// A shard that did not answer may have failed over: go-redis reloads
+	// the cluster's map on a MOVED, which a dead master never sends, or
+	// once a minute. ReloadState reloads in the background, at most once
+	// per 200 ms (TestClusterFailoverFound).
+	for _, c := range cmds {
+		if unanswered(c.Err) {
+			cc.ReloadState(ctx)
+			break
+		}
+	}
+}
+
+// unanswered reports whether err says the master did not answer (a
+// connection or a timeout's error, not the master's error reply), other
+// than because the caller gave up or closed the client.
+func unanswered(err error) bool {
+	var reply redis.Error
+	return err != nil && !errors.As(err, &reply) && !errors.Is(err, context.Canceled) && !errors.Is(err, redis.ErrClosed)
 }
 
 // pipeliner is what execPipeline needs of a go-redis client.
