@@ -238,7 +238,7 @@ func (n *redisNode) Exec(ctx context.Context, cmds []*Command) {
 	// A shard that did not answer may have failed over: go-redis reloads
 	// the cluster's map on a MOVED, which a dead master never sends, or
 	// once a minute. ReloadState reloads in the background, at most once
-	// per 200 ms (TestClusterFailoverFound).
+	// per 200 ms (redlocktest: cluster/failover).
 	for _, c := range cmds {
 		if unanswered(c.Err) {
 			cc.ReloadState(ctx)

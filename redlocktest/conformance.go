@@ -23,8 +23,9 @@
 // sent again when a connection breaks mid-batch: skipped, with the Node's
 // reason, for a Node that does not declare it), subscriptions, and, when
 // the adapter makes Nodes over a Redis Cluster, locks on keys of every
-// shape there and, when its Node declares Traits.ShardChannels, wake-ups
-// on shard channels (following a slot that moves) and hand-offs.
+// shape there, a shard's replica found once it took over from its dead
+// master and, when its Node declares Traits.ShardChannels, wake-ups on
+// shard channels (following a slot that moves) and hand-offs.
 package redlocktest
 
 import (
@@ -514,6 +515,7 @@ func (k *kit) cluster(t *testing.T) {
 	base := key(t)
 	lockKinds(t, []redlock.Node{n}, []string{"{" + base + "}:a", base, base + "}x", "a{}" + base})
 	t.Run("shard channels", func(t *testing.T) { k.shardChannels(t, rc) })
+	t.Run("failover", k.failover)
 }
 
 // keySlot asks the cluster behind n for key's hash slot.
