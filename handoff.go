@@ -355,6 +355,7 @@ func (w *wakeups) newHandoff(key string, place int64, cfg *config) *handoff {
 func (h *handoff) register(deadline time.Time) uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.wokeReg = 0 // not after a failed attempt: an Unlock's stays behind the next holder (see again)
 	return h.registerLocked(deadline)
 }
 

@@ -470,3 +470,75 @@ func TestHintWithinLimit(t *testing.T) {
 		t.Fatalf("slot 0 named by 2 masters, slot 1 by 1: slot %d, want 0", cfg.slot)
 	}
 }
+
+// TestWokeDuringAttemptBookkeeping: the wake-ups a call's handoff keeps
+// for again (TestWakeDuringAttemptTriesAtOnce is the whole case on real
+// masters). Of 3 masters (quorum 2), one woke the call before its attempt
+// and one while it was out: the rollback's registration makes it try at
+// once, once. Woken by a quorum before the attempt and by none since, it
+// does not (the attempt was the answer). A late word under the attempt's
+// registration after the rollback registered again counts too; one after
+// an Unlock's registration (stay) does not: that call waits its turn.
+func TestWokeDuringAttemptBookkeeping(t *testing.T) {
+	newH := func() *handoff {
+		r := &Redlock{quorum: 2, clock: systemClock{}}
+		return &handoff{r: r, wake: make(chan struct{}, 1), seen: make([]bool, 3), woke: make([]bool, 3)}
+	}
+	deadline := time.Now().Add(time.Second)
+	retried := func(h *handoff) bool {
+		select {
+		case <-h.wake:
+		default:
+		}
+		return h.retried()
+	}
+
+	h := newH()
+	reg := h.register(deadline)
+	h.handed(reg, 0, false, -1)
+	h.attempting()
+	h.handed(reg, 1, false, -1) // while the attempt is out
+	h.handed(reg, 2, true, -1)  // a nudge does not count
+	h.again(deadline)
+	if !retried(h) {
+		t.Error("woken by masters 0 (before) and 1 (during the attempt): no retry after the rollback")
+	}
+	h.attempting()
+	h.again(deadline)
+	if retried(h) {
+		t.Error("a second rollback retried on the first one's words")
+	}
+
+	h = newH()
+	reg = h.register(deadline)
+	h.handed(reg, 0, false, -1)
+	h.handed(reg, 1, false, -1)
+	h.attempting() // woken by a quorum: the attempt is the answer
+	h.again(deadline)
+	if retried(h) {
+		t.Error("woken by a quorum before the attempt and by none since: retried after its rollback")
+	}
+
+	h = newH()
+	reg = h.register(deadline)
+	h.handed(reg, 0, false, -1)
+	h.attempting()
+	h.again(deadline)
+	if retried(h) {
+		t.Fatal("one master's word: retried")
+	}
+	h.handed(reg, 2, false, -1) // late, under the attempt's registration
+	if !retried(h) {
+		t.Error("a quorum's word, its last after the rollback registered again: no retry")
+	}
+
+	h = newH()
+	reg = h.register(deadline)
+	h.handed(reg, 0, false, -1)
+	h.attempting()              // the attempt wins: no rollback
+	h.register(deadline)        // the Unlock's registration (stay)
+	h.handed(reg, 1, false, -1) // a word under the attempt's registration, late
+	if retried(h) {
+		t.Error("a late word after an Unlock's registration made the call try at once rather than wait its turn")
+	}
+}
