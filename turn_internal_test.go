@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -475,70 +476,48 @@ func TestHintWithinLimit(t *testing.T) {
 // for again (TestWakeDuringAttemptTriesAtOnce is the whole case on real
 // masters). Of 3 masters (quorum 2), one woke the call before its attempt
 // and one while it was out: the rollback's registration makes it try at
-// once, once. Woken by a quorum before the attempt and by none since, it
-// does not (the attempt was the answer). A late word under the attempt's
+// once, once; a nudge in that one's place does not count. Woken by a
+// quorum before the attempt and by none since, it does not try at once
+// (the attempt was the answer). A late word under the attempt's
 // registration after the rollback registered again counts too; one after
 // an Unlock's registration (stay) does not: that call waits its turn.
 func TestWokeDuringAttemptBookkeeping(t *testing.T) {
-	newH := func() *handoff {
-		r := &Redlock{quorum: 2, clock: systemClock{}}
-		return &handoff{r: r, wake: make(chan struct{}, 1), seen: make([]bool, 3), woke: make([]bool, 3)}
-	}
-	deadline := time.Now().Add(time.Second)
-	retried := func(h *handoff) bool {
-		select {
-		case <-h.wake:
-		default:
-		}
-		return h.retried()
-	}
-
-	h := newH()
-	reg := h.register(deadline)
-	h.handed(reg, 0, false, -1)
-	h.attempting()
-	h.handed(reg, 1, false, -1) // while the attempt is out
-	h.handed(reg, 2, true, -1)  // a nudge does not count
-	h.again(deadline)
-	if !retried(h) {
-		t.Error("woken by masters 0 (before) and 1 (during the attempt): no retry after the rollback")
-	}
-	h.attempting()
-	h.again(deadline)
-	if retried(h) {
-		t.Error("a second rollback retried on the first one's words")
-	}
-
-	h = newH()
-	reg = h.register(deadline)
-	h.handed(reg, 0, false, -1)
-	h.handed(reg, 1, false, -1)
-	h.attempting() // woken by a quorum: the attempt is the answer
-	h.again(deadline)
-	if retried(h) {
-		t.Error("woken by a quorum before the attempt and by none since: retried after its rollback")
-	}
-
-	h = newH()
-	reg = h.register(deadline)
-	h.handed(reg, 0, false, -1)
-	h.attempting()
-	h.again(deadline)
-	if retried(h) {
-		t.Fatal("one master's word: retried")
-	}
-	h.handed(reg, 2, false, -1) // late, under the attempt's registration
-	if !retried(h) {
-		t.Error("a quorum's word, its last after the rollback registered again: no retry")
-	}
-
-	h = newH()
-	reg = h.register(deadline)
-	h.handed(reg, 0, false, -1)
-	h.attempting()              // the attempt wins: no rollback
-	h.register(deadline)        // the Unlock's registration (stay)
-	h.handed(reg, 1, false, -1) // a word under the attempt's registration, late
-	if retried(h) {
-		t.Error("a late word after an Unlock's registration made the call try at once rather than wait its turn")
+	// Steps, all words under the call's first registration: wI a wake-up
+	// from master I, nI a nudge; a the attempt goes out, g its rollback
+	// registers (again), s an Unlock's registration (stay); ?y and ?n: the
+	// call tries at once (it has a retry pending), or does not.
+	for _, c := range []struct{ name, steps string }{
+		{"woken before and during the attempt", "w0 a w1 n2 g ?y a g ?n"},
+		{"a nudge during the attempt", "w0 a n1 g ?n"},
+		{"woken by a quorum before the attempt only", "w0 w1 a g ?n"},
+		{"the quorum's last word after the rollback", "w0 a g ?n w2 ?y"},
+		{"a late word after an Unlock", "w0 a s w1 ?n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := &handoff{r: &Redlock{quorum: 2, clock: systemClock{}}, wake: make(chan struct{}, 1),
+				seen: make([]bool, 3), woke: make([]bool, 3)}
+			deadline := time.Now().Add(time.Second)
+			reg := h.register(deadline)
+			for i, step := range strings.Fields(c.steps) {
+				switch step[0] {
+				case 'w', 'n':
+					h.handed(reg, int(step[1]-'0'), step[0] == 'n', -1)
+				case 'a':
+					h.attempting()
+				case 'g':
+					h.again(deadline)
+				case 's':
+					h.register(deadline)
+				case '?':
+					select { // a pending notice, as turn.wait would read it
+					case <-h.wake:
+					default:
+					}
+					if got := h.retried(); got != (step[1] == 'y') {
+						t.Fatalf("after %q: retry pending %v, want %v", strings.Fields(c.steps)[:i], got, !got)
+					}
+				}
+			}
+		})
 	}
 }
