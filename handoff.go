@@ -410,8 +410,10 @@ func (h *handoff) hint() (int, bool) {
 // the call back the keys the attempt set (back): otherwise, where the
 // masters that are up make a bare quorum, the hand-offs and the attempt's
 // free masters would never meet (TestHandOffWithBareQuorumUp). The
-// wake-ups counted so far under the registration stay counted, in woke,
-// for again.
+// wake-ups counted so far under the registration, fewer than a quorum,
+// stay counted, in woke, for again. A retry pending stays: a permit's
+// call tries its slots one attempt each before it waits (the turn's
+// attempt takes the retry, see [turn.attempt]).
 func (h *handoff) attempting() {
 	if h == nil {
 		return
@@ -420,11 +422,11 @@ func (h *handoff) attempting() {
 	defer h.mu.Unlock()
 	h.back = h.ttl > 0 && h.counting && h.count > 0
 	h.wokeReg, h.wokeN, h.wokeLate = 0, 0, false
-	if h.counting {
+	if h.counting && h.count < h.r.quorum { // else the attempt answers a quorum's word already
 		h.wokeReg, h.wokeN = h.reg, h.count
 		copy(h.woke, h.seen)
 	}
-	h.counting, h.retry = false, false // the attempt's rollback registers again (see poke)
+	h.counting = false
 	clear(h.seen)
 	h.count, h.nudged = 0, false
 }

@@ -101,6 +101,9 @@ func (t *turn) attempt(ctx context.Context, name string) (*Lock, error) {
 	if t.listen {
 		t.r.wake.watch(t.key, t.cfg.nodeTimeout) // a cluster's shard channel of the key's slot
 	}
+	if t.h != nil {
+		t.h.retried() // this attempt is the retry a poke or a rollback asked for
+	}
 	return t.r.acquire(ctx, name, t.key, t.cfg, t.h)
 }
 

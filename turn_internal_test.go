@@ -490,6 +490,8 @@ func TestWokeDuringAttemptBookkeeping(t *testing.T) {
 		{"woken before and during the attempt", "w0 a w1 n2 g ?y a g ?n"},
 		{"a nudge during the attempt", "w0 a n1 g ?n"},
 		{"woken by a quorum before the attempt only", "w0 w1 a g ?n"},
+		{"the quorum's last word from the same release, late", "w0 w1 a w2 g ?n"},
+		{"a permit's next slot tried before the wait", "w0 a w1 g a g ?y"},
 		{"the quorum's last word after the rollback", "w0 a g ?n w2 ?y"},
 		{"a late word after an Unlock", "w0 a s w1 ?n"},
 	} {
