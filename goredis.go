@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -30,6 +31,21 @@ type redisNode struct {
 	// one connection and is never sent again (Traits.OneConnection); ""
 	// when it does.
 	oneConn string
+	// reloads paces a cluster client's map reloads (see Exec).
+	reloads throttle
+}
+
+// throttle lets a thing happen at most once per reloadEvery.
+type throttle struct{ last atomic.Int64 } // UnixNano of the last time it let through
+
+// reloadEvery: while a cluster stays out of reach, go-redis starts a
+// failed reload again at once; this bounds them to five a second.
+const reloadEvery = 200 * time.Millisecond
+
+// ok reports whether the thing may happen at now, and if so counts it.
+func (t *throttle) ok(now time.Time) bool {
+	last := t.last.Load()
+	return now.UnixNano()-last >= int64(reloadEvery) && t.last.CompareAndSwap(last, now.UnixNano())
 }
 
 // nodeKind is how a go-redis client reaches its master's keys, recorded by
@@ -237,11 +253,14 @@ func (n *redisNode) Exec(ctx context.Context, cmds []*Command) {
 	}
 	// A shard that did not answer may have failed over: go-redis reloads
 	// the cluster's map on a MOVED, which a dead master never sends, or
-	// once a minute. ReloadState reloads in the background, at most once
-	// per 200 ms (redlocktest: cluster/failover).
+	// once a minute. ReloadState reloads in the background (redlocktest:
+	// cluster/failover); at most once per reloadEvery, as go-redis does
+	// after a reload that worked but not after one that failed.
 	for _, c := range cmds {
 		if unanswered(c.Err) {
-			cc.ReloadState(ctx)
+			if n.reloads.ok(time.Now()) {
+				cc.ReloadState(ctx)
+			}
 			break
 		}
 	}
@@ -249,10 +268,12 @@ func (n *redisNode) Exec(ctx context.Context, cmds []*Command) {
 
 // unanswered reports whether err says the master did not answer (a
 // connection or a timeout's error, not the master's error reply), other
-// than because the caller gave up or closed the client.
+// than because the caller gave up, closed the client, or waited for one
+// of its pool's connections (a busy client, not a dead shard).
 func unanswered(err error) bool {
 	var reply redis.Error
-	return err != nil && !errors.As(err, &reply) && !errors.Is(err, context.Canceled) && !errors.Is(err, redis.ErrClosed)
+	return err != nil && !errors.As(err, &reply) && !errors.Is(err, context.Canceled) &&
+		!errors.Is(err, redis.ErrClosed) && !errors.Is(err, redis.ErrPoolTimeout)
 }
 
 // pipeliner is what execPipeline needs of a go-redis client.

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -820,5 +822,60 @@ func TestClusterHandOffAcrossSlotMove(t *testing.T) {
 		if err := w.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestClusterReloadPacing: a cluster Node asks go-redis to reload the
+// cluster's map only for an error that says a shard did not answer, and at
+// most once per reloadEvery, also from many goroutines at once (go-redis
+// starts a failed reload again at once: a cluster out of reach would
+// otherwise be asked for its map after every failed batch).
+func TestClusterReloadPacing(t *testing.T) {
+	reply := clients(t, masters.Addrs()[:1])[0].Do(context.Background(), "nosuchcommand").Err()
+	var dial net.OpError
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"none", nil, false},
+		{"an error reply", reply, false},
+		{"the caller's cancel", fmt.Errorf("exec: %w", context.Canceled), false},
+		{"a closed client", redis.ErrClosed, false},
+		{"the client's own pool", redis.ErrPoolTimeout, false},
+		{"a refused dial", &dial, true},
+		{"a deadline", context.DeadlineExceeded, true},
+	} {
+		if got := unanswered(c.err); got != c.want {
+			t.Errorf("unanswered(%s: %v) = %v, want %v", c.name, c.err, got, c.want)
+		}
+	}
+	if reply == nil {
+		t.Fatal("the master answered an unknown command without an error")
+	}
+
+	var th throttle
+	t0 := time.Now()
+	for _, c := range []struct {
+		at   time.Duration
+		want bool
+	}{{0, true}, {reloadEvery / 2, false}, {reloadEvery, true}, {reloadEvery + 1, false}, {3 * reloadEvery, true}} {
+		if got := th.ok(t0.Add(c.at)); got != c.want {
+			t.Errorf("ok at +%v = %v, want %v", c.at, got, c.want)
+		}
+	}
+	var let atomic.Int32
+	var wg sync.WaitGroup
+	at := t0.Add(10 * reloadEvery)
+	for range 8 {
+		wg.Go(func() {
+			if th.ok(at) {
+				let.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if n := let.Load(); n != 1 {
+		t.Errorf("8 goroutines at once: %d let through, want 1", n)
 	}
 }
