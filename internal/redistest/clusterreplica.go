@@ -15,7 +15,7 @@ import (
 // cluster's own: a later --cluster-node-timeout wins), joins it to the
 // cluster (CLUSTER MEET from shard 0) and makes it a replica of shard's
 // master (CLUSTER REPLICATE), then waits until it is in sync
-// (master_link_status:up) and the shard's master lists it (the master's
+// (master_link_status:up) and every shard's master lists it (the master's
 // repl-diskless-sync-delay is set to 0 first: its default 5 s would delay
 // the sync). Killed, the
 // master is then replaced by it once the other masters agree the master
@@ -69,9 +69,15 @@ func (rc *RedisCluster) replicate(ctx context.Context, s *Server, bus, shard int
 		if err != nil || infoField(info, "master_link_status") != "up" {
 			return false, fmt.Sprint(strings.ReplaceAll(info, "\r\n", " "), err)
 		}
-		rs, err := master.Do(ctx, "cluster", "replicas", id).StringSlice()
-		if err != nil || len(rs) == 0 || !strings.Contains(strings.Join(rs, "\n"), ":"+strconv.Itoa(s.port)+"@") {
-			return false, fmt.Sprint(rs, err)
+		// Every master must know it as the shard's replica: they vote in
+		// its election only then.
+		for i, sh := range rc.Shards {
+			c := admin(sh.Addr())
+			rs, err := c.Do(ctx, "cluster", "replicas", id).StringSlice()
+			_ = c.Close()
+			if err != nil || len(rs) == 0 || !strings.Contains(strings.Join(rs, "\n"), ":"+strconv.Itoa(s.port)+"@") {
+				return false, fmt.Sprintf("shard %d lists replicas %q (%v)", i, rs, err)
+			}
 		}
 		return true, ""
 	})
