@@ -308,7 +308,6 @@ type handoff struct {
 	// the attempt or since; wokeLate: one did since (see again).
 	woke     []bool
 	wokeReg  uint64
-	wokeN    int
 	wokeLate bool
 	// back: the attempt out was made while fewer than a quorum had handed
 	// the key to the call under reg (see attempting).
@@ -380,14 +379,32 @@ func (h *handoff) registerLocked(deadline time.Time) uint64 {
 func (h *handoff) again(deadline time.Time) uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	retry := h.wokeReg == h.reg && h.wokeLate && h.wokeN >= h.r.quorum
+	retry := h.wokeReg == h.reg && h.wokeLate && h.wokeQuorum()
 	reg := h.registerLocked(deadline)
 	if retry {
-		h.wokeReg = 0
-		h.retry = true
-		notify(h.wake)
+		h.retryLocked()
 	}
 	return reg
+}
+
+// wokeQuorum reports whether a quorum of masters woke the call under
+// wokeReg (h.mu held).
+func (h *handoff) wokeQuorum() bool {
+	n := 0
+	for _, w := range h.woke {
+		if w {
+			n++
+		}
+	}
+	return n >= h.r.quorum
+}
+
+// retryLocked makes the call try at once, once, for the words under
+// wokeReg (h.mu held).
+func (h *handoff) retryLocked() {
+	h.wokeReg = 0
+	h.retry = true
+	notify(h.wake)
 }
 
 // hint returns the permit slot that most masters which woke the call
@@ -421,9 +438,9 @@ func (h *handoff) attempting() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.back = h.ttl > 0 && h.counting && h.count > 0
-	h.wokeReg, h.wokeN, h.wokeLate = 0, 0, false
+	h.wokeReg, h.wokeLate = 0, false
 	if h.counting && h.count < h.r.quorum { // else the attempt answers a quorum's word already
-		h.wokeReg, h.wokeN = h.reg, h.count
+		h.wokeReg = h.reg
 		copy(h.woke, h.seen)
 	}
 	h.counting = false
@@ -469,11 +486,8 @@ func (h *handoff) handed(reg uint64, i int, nudge bool, slot int) bool {
 		// under may make it try again at once after all (see again).
 		if h.ttl == 0 && !nudge && reg != 0 && reg == h.wokeReg && !h.woke[i] {
 			h.woke[i], h.wokeLate = true, true
-			h.wokeN++
-			if h.counting && reg != h.reg && h.wokeN >= h.r.quorum {
-				h.wokeReg = 0 // the rollback registered again already
-				h.retry = true
-				notify(h.wake)
+			if h.counting && reg != h.reg && h.wokeQuorum() { // the rollback registered again already
+				h.retryLocked()
 			}
 		}
 		return true
